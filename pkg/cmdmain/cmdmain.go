@@ -1,0 +1,73 @@
+// Package cmdmain holds what every Lazaret binary does before and after its
+// own work: process hardening, the --version answer, signal-aware contexts and
+// the mapping of errors to exit codes. It keeps each main.go to flag parsing
+// and dependency wiring.
+package cmdmain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/buildinfo"
+)
+
+// ExitError carries an exit code out of a command without printing anything
+// more: the command has already told the user what went wrong.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// Harden applies the per-process protections of every Lazaret host process.
+// A same-user process must not read a Lazaret process's memory or
+// environment (hosts may lack Yama), so the process is made non-dumpable.
+func Harden() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("setting PR_SET_DUMPABLE=0: %w", err)
+	}
+	return nil
+}
+
+// Run executes app with the process arguments and exits. Errors are printed
+// as one line on stderr prefixed with the binary name; an *ExitError exits
+// silently with its code.
+func Run(app *cli.App) {
+	os.Exit(run(app, os.Args, os.Stderr))
+}
+
+func run(app *cli.App, args []string, stderr io.Writer) int {
+	name := app.Name
+	app.Version = buildinfo.Version()
+	app.HideVersion = false
+	cli.VersionPrinter = func(c *cli.Context) {
+		fmt.Fprintln(c.App.Writer, buildinfo.String(c.App.Name))
+	}
+	app.ExitErrHandler = func(*cli.Context, error) {}
+	if err := Harden(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	var ce cli.ExitCoder
+	if errors.As(err, &ce) && ce.ExitCode() != 0 {
+		return ce.ExitCode()
+	}
+	return 1
+}

@@ -1,0 +1,46 @@
+package cmdmain
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+func TestRunExitCodes(t *testing.T) {
+	cases := []struct {
+		name     string
+		action   error
+		wantCode int
+		wantErr  string
+	}{
+		{"ok", nil, 0, ""},
+		{"plain error", errors.New("reading config: boom"), 1, "lazaret-x: reading config: boom\n"},
+		{"silent exit", &ExitError{Code: 7}, 7, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			app := &cli.App{Name: "lazaret-x", Action: func(*cli.Context) error { return tc.action }}
+			var stderr bytes.Buffer
+			if got := run(app, []string{"lazaret-x"}, &stderr); got != tc.wantCode {
+				t.Errorf("exit code = %d, want %d", got, tc.wantCode)
+			}
+			if stderr.String() != tc.wantErr {
+				t.Errorf("stderr = %q, want %q", stderr.String(), tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	var out bytes.Buffer
+	app := &cli.App{Name: "lazaret-x", Writer: &out, Action: func(*cli.Context) error { return errors.New("action ran") }}
+	if got := run(app, []string{"lazaret-x", "--version"}, &bytes.Buffer{}); got != 0 {
+		t.Fatalf("--version exit code = %d", got)
+	}
+	if !strings.HasPrefix(out.String(), "lazaret-x version ") {
+		t.Fatalf("--version printed %q", out.String())
+	}
+}
