@@ -12,6 +12,8 @@ func App() *cli.App {
 		Name:                 "lazaret-cli",
 		Usage:                "run AI coding agents in a gVisor sandbox bound to one git workspace",
 		EnableBashCompletion: false,
-		Commands:             []*cli.Command{},
+		Commands: []*cli.Command{
+			configCommand(),
+		},
 	}
 }

@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"lazaret.dev/pkg/cmdmain"
+)
+
+// host is a private environment for one CLI test.
+type host struct {
+	dir, ws, file string
+}
+
+func newHost(t *testing.T) *host {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &host{dir: dir, ws: filepath.Join(dir, "ws"), file: filepath.Join(dir, "cfg", "lazaret", "config.toml")}
+	if out, err := exec.Command("git", "init", "-q", h.ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	t.Setenv("HOME", filepath.Join(dir, "home"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "cfg"))
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
+	os.Unsetenv("LAZARET_CONFIG")
+	return h
+}
+
+func runApp(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	app := App()
+	if app.Command("config") == nil {
+		app.Commands = append(app.Commands, configCommand())
+	}
+	var out, errb bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &errb
+	app.ExitErrHandler = func(*cli.Context, error) {}
+	err = app.Run(append([]string{"lazaret-cli"}, args...))
+	return out.String(), errb.String(), err
+}
+
+func exitCode(err error) int {
+	var ee *cmdmain.ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+func TestConfigInitThenCheck(t *testing.T) {
+	h := newHost(t)
+	if _, stderr, err := runApp(t, "config", "init", "--profile", "agent.ci"); err != nil {
+		t.Fatalf("init: %v %s", err, stderr)
+	}
+	fi, err := os.Stat(h.file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config file: %v %v", fi, err)
+	}
+	di, err := os.Stat(filepath.Dir(h.file))
+	if err != nil || di.Mode().Perm() != 0o700 {
+		t.Fatalf("config dir: %v %v", di, err)
+	}
+	stdout, stderr, err := runApp(t, "config", "check", "--profile", "agent.ci", "--workspace", h.ws, "--json")
+	if err != nil {
+		t.Fatalf("check of the starter file: %v\n%s", err, stderr)
+	}
+	var report map[string]any
+	if err := json.Unmarshal([]byte(stdout), &report); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, stdout)
+	}
+	for _, k := range []string{"profile", "workspace", "storage_root", "runtime_root", "domain_id", "configuration_fingerprint", "effective_allow", "effective_deny", "readiness", "pending_creates"} {
+		if _, ok := report[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	if report["workspace"] != h.ws || report["profile"] != "agent.ci" {
+		t.Errorf("workspace/profile = %v/%v", report["workspace"], report["profile"])
+	}
+	for _, k := range []string{"domain_id", "configuration_fingerprint"} {
+		s, _ := report[k].(string)
+		if len(s) != 64 || strings.ToLower(s) != s {
+			t.Errorf("%s = %q is not lowercase hex of 32 bytes", k, s)
+		}
+	}
+	deny, _ := report["effective_deny"].([]any)
+	if len(deny) != 3 || deny[0] != "10.0.0.0/8" || deny[1] != "172.16.0.0/12" || deny[2] != "192.168.0.0/16" {
+		t.Errorf("effective_deny = %v", deny)
+	}
+	for _, p := range []string{filepath.Join(h.dir, "data"), filepath.Join(h.dir, "run", "lazaret")} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("config check created %s", p)
+		}
+	}
+
+	// The text form carries the same digests.
+	text, _, err := runApp(t, "config", "check", "--profile", "agent.ci", "--workspace", h.ws)
+	if err != nil || !strings.Contains(text, report["configuration_fingerprint"].(string)) {
+		t.Errorf("text output: %v\n%s", err, text)
+	}
+
+	// init refuses to overwrite without --force.
+	if _, _, err := runApp(t, "config", "init"); err == nil {
+		t.Error("init replaced an existing file without --force")
+	}
+	if _, _, err := runApp(t, "config", "init", "--force", "--profile", "dev"); err != nil {
+		t.Errorf("init --force: %v", err)
+	}
+	if _, stderr, err := runApp(t, "config", "check", "--profile", "dev", "--workspace", h.ws); err != nil {
+		t.Errorf("check after --force: %v %s", err, stderr)
+	}
+}
+
+func TestConfigCheckReportsEveryProblem(t *testing.T) {
+	h := newHost(t)
+	if err := os.MkdirAll(filepath.Dir(h.file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	doc := `schema = "lazaret-trusted-host-config-v1"
+[profiles.dev]
+image = "docker.io/library/debian:bookworm"
+persistent_dirs = ["/home/agent"]
+env = { TOKEN = "literal-secret" }
+
+[[profiles.dev.volumes]]
+host = "/srv/a"
+container = "/home/agent/a"
+kind = "file"
+
+[[profiles.dev.volumes]]
+  host = "etc/passwd"
+  container = "/home/agent/b"
+  kind = "file"
+`
+	if err := os.WriteFile(h.file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := runApp(t, "config", "check", "--profile", "dev", "--workspace", h.ws, "--json")
+	if exitCode(err) != 1 {
+		t.Fatalf("exit code %d (%v)", exitCode(err), err)
+	}
+	if stdout != "" {
+		t.Errorf("stdout on failure: %q", stdout)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	want := []string{
+		h.file + ":5:9: profiles.dev.env.TOKEN: value must be a reference env:NAME",
+		h.file + ":8:1: profiles.dev.volumes[0].host: source \"/srv/a\"",
+		h.file + ":13:3: profiles.dev.volumes[1].host: must be absolute or begin with ~/ or {profile_dir}/",
+		h.file + ":2:11: profiles.dev.readiness: the selected profile needs",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("stderr has %d lines, want %d:\n%s", len(lines), len(want), stderr)
+	}
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			found = found || strings.HasPrefix(l, w)
+		}
+		if !found {
+			t.Errorf("no line beginning %q in:\n%s", w, stderr)
+		}
+	}
+	if strings.Contains(stderr, "literal-secret") {
+		t.Error("stderr echoes an environment value")
+	}
+}
+
+func TestConfigCheckOutsideWorkspace(t *testing.T) {
+	h := newHost(t)
+	if _, _, err := runApp(t, "config", "init"); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := runApp(t, "config", "check", "--profile", "dev", "--workspace", h.dir)
+	if exitCode(err) != 1 || !strings.Contains(stderr, "not a git workspace") {
+		t.Fatalf("exit %d, stderr %q", exitCode(err), stderr)
+	}
+}
+
+func TestConfigCheckMissingFile(t *testing.T) {
+	h := newHost(t)
+	_, stderr, err := runApp(t, "config", "check", "--profile", "dev", "--workspace", h.ws)
+	if exitCode(err) != 1 || !strings.HasPrefix(stderr, h.file+": ") {
+		t.Fatalf("exit %d, stderr %q", exitCode(err), stderr)
+	}
+}
+
+func TestConfigCheckUnknownProfile(t *testing.T) {
+	h := newHost(t)
+	if _, _, err := runApp(t, "config", "init", "--config", filepath.Join(h.dir, "c.toml")); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := runApp(t, "config", "check", "--profile", "Dev", "--workspace", h.ws, "--config", filepath.Join(h.dir, "c.toml"))
+	if exitCode(err) != 1 || !strings.Contains(stderr, `profile "Dev" is not declared; declared profiles: "dev"`) {
+		t.Fatalf("exit %d, stderr %q", exitCode(err), stderr)
+	}
+}
+
+func TestConfigInitRejectsBadProfileName(t *testing.T) {
+	h := newHost(t)
+	if _, _, err := runApp(t, "config", "init", "--profile", ".."); err == nil {
+		t.Fatal("init accepted profile name ..")
+	}
+	if _, err := os.Stat(h.file); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("init wrote a file for an invalid profile name")
+	}
+}

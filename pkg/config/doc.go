@@ -1,0 +1,25 @@
+// Package config loads, validates and resolves the Lazaret trusted host
+// configuration v1 (schema "lazaret-trusted-host-config-v1") and computes
+// DomainIdV1 and ConfigurationFingerprintV1.
+//
+// Resolution is a pure planner over the document and the host as it is: it
+// reads the filesystem and the environment but creates, writes and deletes
+// nothing. Its only successful output is a *ResolvedDomainConfiguration,
+// which owns the O_PATH descriptors of every volume source
+// (ConfinedPathPlan) and the resolved environment values, and refuses
+// serialization. Every other outcome is an *InvalidError listing every
+// problem found, each with file, line, column, field path and Rule.
+//
+// Files:
+//   - document.go: strict TOML decoding (go-toml/v2) and key positions.
+//   - grammar.go: names, paths, image references, DNS names.
+//   - validate.go: the rules that need only the document.
+//   - network.go: prefixes, effective sets, readiness.
+//   - source.go: openat2 source plans and executable checks (Linux).
+//   - resolve.go: Resolve and ResolvedDomainConfiguration.
+//   - digest.go: the digest preimages.
+//
+// The sandbox layout lives in package layout and path defaults in package
+// paths; executing a plan (creating a pending directory, mounting a source)
+// belongs to the processes that own those steps, not here.
+package config
