@@ -93,7 +93,7 @@ func (e *Encoder) Bool(v bool) {
 	}
 }
 
-// Len writes a sequence, string or byte-string length.
+// SeqLen writes a sequence, string or byte-string length.
 func (e *Encoder) SeqLen(n int) { e.varint(uint64(n)) }
 
 // ByteString writes a length-prefixed byte string.
