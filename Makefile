@@ -9,6 +9,7 @@
 #   make bench            every Go benchmark
 #   make fuzz-smoke       every fuzz target for $(FUZZTIME)
 #   make install          all binaries; install-<binary> installs one
+#   make tla              check the lifecycle model exhaustively (Go checker)
 #
 # Install layout: lazaret-cli in $(BINDIR); the helpers it starts in
 # $(LIBEXECDIR)/lazaret, where lazaret-cli finds them (see pkg/locate).
@@ -80,6 +81,11 @@ install-$(CLI): bin/$(CLI)
 
 $(addprefix install-,$(HELPERS)): install-%: bin/%
 	install -D -m 0755 bin/$* $(DESTDIR)$(LIBEXECDIR)/lazaret/$*
+
+# The Go explicit-state checker explores the whole tla/Lazaret.cfg fixture
+# and checks every Safety invariant (see tla/CHECKER.md).
+tla:
+	cd pkg && $(GO) test -count=1 -v -run '^TestCheckFixture$$' ./model
 
 clean:
 	rm -rf bin
