@@ -1,11 +1,3 @@
-// Package hostid defines the exact host identities that Lazaret records as
-// evidence: pidfs process identities, namespace identities and mount
-// identities, with their Postcard encodings.
-//
-// Only a PidfsProcessAuthorityV1 (boot ID, pidfs device and inode) is positive
-// authority over a process. The host PID and start time of a
-// PidfsProcessIdentityV1 are negative evidence: they can show that a process
-// is not the recorded one, never that it is.
 package hostid
 
 import (

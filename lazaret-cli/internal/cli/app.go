@@ -14,6 +14,7 @@ func App() *cli.App {
 		EnableBashCompletion: false,
 		Commands: []*cli.Command{
 			configCommand(),
+			storeCommand(),
 		},
 	}
 }
