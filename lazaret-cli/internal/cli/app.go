@@ -15,6 +15,7 @@ func App() *cli.App {
 		Commands: []*cli.Command{
 			configCommand(),
 			storeCommand(),
+			imageCommand(),
 		},
 	}
 }

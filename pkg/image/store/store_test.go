@@ -1,0 +1,524 @@
+package store_test
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"lazaret.dev/pkg/image/build"
+	"lazaret.dev/pkg/image/store"
+)
+
+func testImage(t *testing.T, content string) v1.Image {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "etc", "motd"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := build.Layer(dir, build.Options{Time: time.Unix(1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := build.Image([]v1.Layer{l}, build.Config{Cmd: []string{"/bin/sh"}, Created: time.Unix(1700000000, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	s, err := store.Open(filepath.Join(t.TempDir(), "images"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func writeOCIDir(t *testing.T, img v1.Image, ref string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "layout")
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []layout.Option
+	if ref != "" {
+		opts = append(opts, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref}))
+	}
+	if err := p.AppendImage(img, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func tarDir(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "layout.tar")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	if err := tw.AddFS(os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func writeDockerArchive(t *testing.T, img v1.Image, ref string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "docker.tar")
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tarball.WriteToFile(out, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestLoadFormats(t *testing.T) {
+	img := testImage(t, "hello")
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		path    func(t *testing.T) string
+		tag     string
+		format  store.Format
+		wantRef string
+	}{
+		{"oci dir", func(t *testing.T) string { return writeOCIDir(t, img, "localhost/agent:1") }, "", store.FormatOCIDir, "localhost/agent:1"},
+		{"oci tar", func(t *testing.T) string { return tarDir(t, writeOCIDir(t, img, "localhost/agent:2")) }, "", store.FormatOCITar, "localhost/agent:2"},
+		{"oci tar bare tag needs --tag", func(t *testing.T) string { return tarDir(t, writeOCIDir(t, img, "latest")) }, "localhost/named:3", store.FormatOCITar, "localhost/named:3"},
+		{"docker archive", func(t *testing.T) string { return writeDockerArchive(t, img, "example.com/team/agent:7") }, "", store.FormatDockerArchive, "example.com/team/agent:7"},
+		{"docker archive retagged", func(t *testing.T) string { return writeDockerArchive(t, img, "example.com/a:1") }, "debian:mine", store.FormatDockerArchive, "docker.io/library/debian:mine"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openStore(t)
+			res, err := s.Load(context.Background(), tt.path(t), store.LoadOptions{Tag: tt.tag})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Format != tt.format {
+				t.Errorf("format %q, want %q", res.Format, tt.format)
+			}
+			if len(res.Entries) != 1 || res.Entries[0].Ref != tt.wantRef {
+				t.Fatalf("entries %+v, want one named %s", res.Entries, tt.wantRef)
+			}
+			e := res.Entries[0]
+			if tt.format != store.FormatDockerArchive && e.Manifest != digest {
+				t.Errorf("manifest %s, want %s", e.Manifest, digest)
+			}
+			if !e.Created.Equal(time.Unix(1700000000, 0)) || e.Size <= 0 {
+				t.Errorf("entry %+v", e)
+			}
+			ls, err := s.List()
+			if err != nil || len(ls) != 1 || ls[0].Ref != tt.wantRef {
+				t.Fatalf("List = %+v, %v", ls, err)
+			}
+			checkModes(t, s.Dir())
+		})
+	}
+}
+
+// checkModes asserts directories 0700 and files 0600 throughout the store.
+func checkModes(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s has mode %04o, want %04o", p, fi.Mode().Perm(), want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadBadInputs(t *testing.T) {
+	img := testImage(t, "bad")
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layerHex := m.Layers[0].Digest.Hex
+	tests := []struct {
+		name string
+		path func(t *testing.T) string
+		want error
+		msg  string
+	}{
+		{"garbage file", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "garbage")
+			os.WriteFile(p, []byte(strings.Repeat("garbage!", 100)), 0o600)
+			return p
+		}, store.ErrFormat, "is not a tar archive"},
+		{"empty file", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "empty")
+			os.WriteFile(p, nil, 0o600)
+			return p
+		}, store.ErrFormat, "is empty"},
+		{"empty tar", func(t *testing.T) string { return tarDir(t, t.TempDir()) }, store.ErrFormat, "has no entries"},
+		{"gzip file", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "x.tar.gz")
+			os.WriteFile(p, []byte{0x1f, 0x8b, 8, 0}, 0o600)
+			return p
+		}, store.ErrFormat, "gunzip"},
+		{"tar of something else", func(t *testing.T) string {
+			d := t.TempDir()
+			os.WriteFile(filepath.Join(d, "README"), []byte("hi"), 0o600)
+			return tarDir(t, d)
+		}, store.ErrFormat, "neither oci-layout"},
+		{"plain directory", func(t *testing.T) string { return t.TempDir() }, store.ErrFormat, "no oci-layout file"},
+		{"missing blob", func(t *testing.T) string {
+			d := writeOCIDir(t, img, "localhost/x:1")
+			os.Remove(filepath.Join(d, "blobs", "sha256", layerHex))
+			return d
+		}, store.ErrMissingBlob, layerHex},
+		{"wrong digest", func(t *testing.T) string {
+			d := writeOCIDir(t, img, "localhost/x:1")
+			os.WriteFile(filepath.Join(d, "blobs", "sha256", layerHex), []byte("tampered"), 0o600)
+			return d
+		}, store.ErrDigest, layerHex},
+		{"unnamed image", func(t *testing.T) string { return writeOCIDir(t, img, "") }, nil, "--tag"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openStore(t)
+			_, err := s.Load(context.Background(), tt.path(t), store.LoadOptions{})
+			if err == nil {
+				t.Fatal("Load succeeded")
+			}
+			if tt.want != nil && !errors.Is(err, tt.want) {
+				t.Errorf("error %v, want %v", err, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("error %q does not mention %q", err, tt.msg)
+			}
+			if ls, _ := s.List(); len(ls) != 0 {
+				t.Errorf("store holds %v after a failed load", ls)
+			}
+		})
+	}
+}
+
+func TestRemoveAndPrune(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	a, b := testImage(t, "a"), testImage(t, "b")
+	if _, err := s.Put(ctx, "localhost/a:1", a, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, "localhost/b:1", b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, "localhost/a:alias", a, nil); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Prune(); err != nil || res.Blobs != 0 {
+		t.Fatalf("Prune with everything referenced = %+v, %v", res, err)
+	}
+	if _, err := s.Remove("localhost/b:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Remove("localhost/b:1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second Remove error %v, want ErrNotFound", err)
+	}
+	res, err := s.Prune()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b's manifest, config and layer; the config differs from a's only by
+	// its diff ID, so all three are b's alone.
+	if res.Blobs != 3 || res.Bytes <= 0 {
+		t.Fatalf("Prune = %+v, want 3 blobs", res)
+	}
+	img, err := s.Open("localhost/a:alias")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	rc, err := img.OpenLayer(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		t.Fatalf("verifying layer: %v", err)
+	}
+	if strings.Join(names, ",") != "etc/,etc/motd" {
+		t.Fatalf("layer entries %v", names)
+	}
+}
+
+func TestOpenLayerDetectsTampering(t *testing.T) {
+	s := openStore(t)
+	img := testImage(t, "tamper")
+	if _, err := s.Put(context.Background(), "localhost/t:1", img, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := img.Manifest()
+	blob := filepath.Join(s.Dir(), "blobs", "sha256", m.Layers[0].Digest.Hex)
+	data, err := os.ReadFile(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(blob, append(data, 0), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	si, err := s.Open("localhost/t:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer si.Close()
+	rc, err := si.OpenLayer(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := io.Copy(io.Discard, rc); !errors.Is(err, store.ErrDigest) {
+		t.Fatalf("reading tampered layer: %v, want ErrDigest", err)
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	for in, want := range map[string]string{
+		"debian":                                        "docker.io/library/debian:latest",
+		"docker.io/library/debian:bookworm":             "docker.io/library/debian:bookworm",
+		"index.docker.io/library/debian:12":             "docker.io/library/debian:12",
+		"localhost/agent:1":                             "localhost/agent:1",
+		"127.0.0.1:5000/a/b:c":                          "127.0.0.1:5000/a/b:c",
+		"ghcr.io/x/y@sha256:" + strings.Repeat("a", 64): "ghcr.io/x/y@sha256:" + strings.Repeat("a", 64),
+	} {
+		got, _, err := store.Normalize(in)
+		if err != nil || got != want {
+			t.Errorf("Normalize(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, _, err := store.Normalize("Bad Ref"); !errors.Is(err, store.ErrBadReference) {
+		t.Errorf("Normalize of a bad reference: %v", err)
+	}
+}
+
+// basicAuth wraps a registry handler with HTTP basic authentication.
+func basicAuth(h http.Handler, user, pass string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || u != user || p != pass {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func TestPull(t *testing.T) {
+	img := testImage(t, "pulled")
+	digest, _ := img.Digest()
+	tests := []struct {
+		name      string
+		auth      bool
+		dockerCfg string // user:pass written into $DOCKER_CONFIG/config.json
+		wantErr   bool
+	}{
+		{"anonymous", false, "", false},
+		{"credentials from docker config", true, "agent:s3cret", false},
+		{"wrong credentials", true, "agent:wrong", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+			if tt.auth {
+				h = basicAuth(h, "agent", "s3cret")
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			host := strings.TrimPrefix(srv.URL, "http://")
+			ref := host + "/team/agent:1"
+			tag, err := name.NewTag(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := remote.Write(tag, img, remote.WithAuth(&authn.Basic{Username: "agent", Password: "s3cret"})); err != nil {
+				t.Fatal(err)
+			}
+			cfgDir := t.TempDir()
+			t.Setenv("DOCKER_CONFIG", cfgDir)
+			if tt.dockerCfg != "" {
+				cfg := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, host, base64.StdEncoding.EncodeToString([]byte(tt.dockerCfg)))
+				if err := os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(cfg), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := openStore(t)
+			var last, total int64
+			e, err := s.Pull(context.Background(), ref, store.PullOptions{Progress: func(d, n int64) { last, total = d, n }})
+			if tt.wantErr {
+				if err == nil {
+					t.Fatal("pull with wrong credentials succeeded")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Ref != ref || e.Manifest != digest || e.Source != digest {
+				t.Errorf("entry %+v, want %s at %s", e, ref, digest)
+			}
+			if total == 0 || last != total {
+				t.Errorf("progress ended at %d of %d", last, total)
+			}
+		})
+	}
+}
+
+func platformImage(t *testing.T, arch string) v1.Image {
+	t.Helper()
+	l, err := build.Layer(t.TempDir(), build.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := build.Image([]v1.Layer{l}, build.Config{Platform: v1.Platform{OS: "linux", Architecture: arch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func TestPullSelectsPlatformFromIndex(t *testing.T) {
+	amd, arm := platformImage(t, "amd64"), platformImage(t, "arm64")
+	idx := mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: amd, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}},
+		mutate.IndexAddendum{Add: arm, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "arm64"}}},
+	)
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/multi:1"
+	tag, _ := name.NewTag(ref)
+	if err := remote.WriteIndex(tag, idx); err != nil {
+		t.Fatal(err)
+	}
+	idxDigest, _ := idx.Digest()
+	for _, c := range []struct {
+		arch string
+		img  v1.Image
+	}{{"amd64", amd}, {"arm64", arm}} {
+		t.Run(c.arch, func(t *testing.T) {
+			s := openStore(t)
+			e, err := s.Pull(context.Background(), ref, store.PullOptions{Platform: v1.Platform{OS: "linux", Architecture: c.arch}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := c.img.Digest()
+			if e.Manifest != want || e.Source != idxDigest || e.Platform != "linux/"+c.arch {
+				t.Fatalf("entry %+v: want manifest %s from index %s", e, want, idxDigest)
+			}
+		})
+	}
+	t.Run("absent platform", func(t *testing.T) {
+		s := openStore(t)
+		_, err := s.Pull(context.Background(), ref, store.PullOptions{Platform: v1.Platform{OS: "linux", Architecture: "riscv64"}})
+		if err == nil || !strings.Contains(err.Error(), "riscv64") {
+			t.Fatalf("error %v, want one naming the missing platform", err)
+		}
+	})
+}
+
+func TestLoadRefusesOtherPlatform(t *testing.T) {
+	s := openStore(t)
+	other := "arm64"
+	if store.DefaultPlatform().Architecture == "arm64" {
+		other = "amd64"
+	}
+	_, err := s.Load(context.Background(), writeOCIDir(t, platformImage(t, other), "localhost/o:1"), store.LoadOptions{})
+	if !errors.Is(err, store.ErrUnsupported) || !strings.Contains(err.Error(), "linux/"+other) {
+		t.Fatalf("error %v, want ErrUnsupported naming linux/%s", err, other)
+	}
+}
+
+// An opened image keeps its layers readable through a prune that removes
+// them, and holds no lock meanwhile: the prune does not wait.
+func TestOpenImageSurvivesPrune(t *testing.T) {
+	s := openStore(t)
+	if _, err := s.Put(context.Background(), "localhost/p:1", testImage(t, "prune"), nil); err != nil {
+		t.Fatal(err)
+	}
+	img, err := s.Open("localhost/p:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	if _, err := s.Remove("localhost/p:1"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Prune(); err != nil || res.Blobs != 3 {
+		t.Fatalf("Prune = %+v, %v", res, err)
+	}
+	rc, err := img.OpenLayer(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		t.Fatalf("reading a pruned layer through the open image: %v", err)
+	}
+}
