@@ -8,6 +8,7 @@
 #   make check            what CI runs: vet, build, test(-root), e2e, fuzz-smoke
 #   make bench            every Go benchmark
 #   make fuzz-smoke       every fuzz target for $(FUZZTIME)
+#   make runsc            build the pinned gVisor runsc into bin/ (cached)
 #   make install          all binaries; install-<binary> installs one
 #   make tla              check the lifecycle model exhaustively (Go checker)
 #
@@ -36,7 +37,7 @@ LDFLAGS := -s -w -buildid= \
 BUILDENV := CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 BUILDFLAGS := -trimpath -ldflags '$(LDFLAGS)'
 
-.PHONY: all build $(addprefix bin/,$(BINARIES)) test test-root e2e check vet \
+.PHONY: runsc all build $(addprefix bin/,$(BINARIES)) test test-root e2e check vet \
 	bench fuzz-smoke install $(addprefix install-,$(BINARIES)) clean tla
 
 all: build
@@ -60,10 +61,10 @@ test-root:
 	@for m in $(MODULES); do (cd $$m && LAZARET_TEST_ROOT=1 $(GO) test -count=1 ./...) || exit 1; done
 
 # End-to-end tests drive the built binaries in bin/.
-e2e: build
+e2e: build runsc
 	cd lazaret-cli && LAZARET_E2E_BIN=$(CURDIR)/bin $(GO) test -count=1 -tags e2e ./e2e/...
 
-check: vet build
+check: vet build runsc
 	@if [ "$$LAZARET_TEST_ROOT" = 1 ]; then $(MAKE) --no-print-directory test-root; else $(MAKE) --no-print-directory test; fi
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory fuzz-smoke
@@ -81,6 +82,10 @@ install-$(CLI): bin/$(CLI)
 
 $(addprefix install-,$(HELPERS)): install-%: bin/%
 	install -D -m 0755 bin/$* $(DESTDIR)$(LIBEXECDIR)/lazaret/$*
+
+# The pinned, statically built gVisor runsc (docs/RUNSC.md); cached in bin/.
+runsc:
+	scripts/build-runsc bin/runsc
 
 # The Go explicit-state checker explores the whole tla/Lazaret.cfg fixture
 # and checks every Safety invariant (see tla/CHECKER.md).

@@ -15,6 +15,11 @@ import (
 // EnvRoot is the variable that makes privileged tests mandatory.
 const EnvRoot = "LAZARET_TEST_ROOT"
 
+// EnvUnprivileged marks the run of the suite as an unprivileged user: tests
+// that need root itself skip, while every capability a user can have (user
+// namespaces, FUSE, runsc) stays mandatory under EnvRoot.
+const EnvUnprivileged = "LAZARET_TEST_UNPRIVILEGED"
+
 // Mandatory reports whether privileged tests must run here.
 func Mandatory() bool { return os.Getenv(EnvRoot) == "1" }
 
@@ -30,9 +35,13 @@ func Require(t testing.TB, capability string, check func() error) {
 	}
 }
 
-// Root requires an effective UID of 0.
+// Root requires an effective UID of 0. In the unprivileged run
+// (EnvUnprivileged=1) a root-only test skips instead of failing.
 func Root(t testing.TB) {
 	t.Helper()
+	if os.Geteuid() != 0 && os.Getenv(EnvUnprivileged) == "1" {
+		t.Skipf("skipping: needs root; this is the unprivileged run (%s=1)", EnvUnprivileged)
+	}
 	Require(t, "root", func() error {
 		if os.Geteuid() != 0 {
 			return errNotRoot
