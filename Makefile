@@ -37,7 +37,7 @@ LDFLAGS := -s -w -buildid= \
 BUILDENV := CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 BUILDFLAGS := -trimpath -ldflags '$(LDFLAGS)'
 
-.PHONY: runsc all build $(addprefix bin/,$(BINARIES)) test test-root e2e check vet \
+.PHONY: runsc install-runsc bench-runsc all build $(addprefix bin/,$(BINARIES)) test test-root e2e check vet \
 	bench fuzz-smoke install $(addprefix install-,$(BINARIES)) clean tla
 
 all: build
@@ -75,7 +75,7 @@ bench:
 fuzz-smoke:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz-smoke $(MODULES)
 
-install: $(addprefix install-,$(BINARIES))
+install: $(addprefix install-,$(BINARIES)) install-runsc
 
 install-$(CLI): bin/$(CLI)
 	install -D -m 0755 bin/$(CLI) $(DESTDIR)$(BINDIR)/$(CLI)
@@ -85,7 +85,15 @@ $(addprefix install-,$(HELPERS)): install-%: bin/%
 
 # The pinned, statically built gVisor runsc (docs/RUNSC.md); cached in bin/.
 runsc:
-	scripts/build-runsc bin/runsc
+	GO=$(GO) scripts/build-runsc bin/runsc
+
+install-runsc: runsc
+	install -D -m 0755 bin/runsc $(DESTDIR)$(LIBEXECDIR)/lazaret/runsc
+
+# Bare runsc start-up on a busybox root: the baseline of the sandbox-start
+# benchmark.
+bench-runsc: runsc
+	bench/runsc-baseline bin/runsc
 
 # The Go explicit-state checker explores the whole tla/Lazaret.cfg fixture
 # and checks every Safety invariant (see tla/CHECKER.md).
