@@ -1,0 +1,160 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// MountMethod selects how the view is mounted.
+type MountMethod string
+
+// Mount methods.
+const (
+	// MountAuto uses fusermount3 when it is installed, else a direct
+	// mount(2) when running as root.
+	MountAuto MountMethod = "auto"
+	// MountFusermount uses fusermount3 with auto_unmount: the helper stays
+	// behind and unmounts the view as soon as the daemon dies.
+	MountFusermount MountMethod = "fusermount"
+	// MountDirect calls mount(2) itself (root only). A dead daemon then
+	// leaves a disconnected mount, which the coordinator's client detaches.
+	MountDirect MountMethod = "direct"
+)
+
+// ParseMountMethod checks a --mount-method value.
+func ParseMountMethod(s string) (MountMethod, error) {
+	switch m := MountMethod(s); m {
+	case MountAuto, MountFusermount, MountDirect:
+		return m, nil
+	}
+	return "", fmt.Errorf("mount method %q: want auto, fusermount or direct", s)
+}
+
+// fuseMount is a mounted, not yet served, FUSE connection.
+type fuseMount struct {
+	fd int // /dev/fuse connection
+	// watch is the fusermount3 control socket; the helper unmounts the view
+	// when its last reference closes. nil for a direct mount.
+	watch *os.File
+}
+
+const (
+	fsName  = "lazaret-workspace"
+	subtype = "lazaret-gitroute"
+	// maxRead matches the server's MaxWrite.
+	maxRead = 1 << 20
+)
+
+func mountView(mountpoint string, method MountMethod) (*fuseMount, error) {
+	if method == MountAuto {
+		method = MountDirect
+		if _, err := exec.LookPath("fusermount3"); err == nil {
+			method = MountFusermount
+		} else if os.Geteuid() != 0 {
+			return nil, fmt.Errorf("mounting %q: fusermount3 not found and not running as root (install fuse3): %w", mountpoint, err)
+		}
+	}
+	if method == MountDirect {
+		return mountDirect(mountpoint)
+	}
+	return mountFusermount(mountpoint)
+}
+
+func mountFusermount(mountpoint string) (*fuseMount, error) {
+	bin, err := exec.LookPath("fusermount3")
+	if err != nil {
+		return nil, fmt.Errorf("mounting %q: fusermount3 not found (install fuse3): %w", mountpoint, err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("creating fusermount3 socketpair: %w", os.NewSyscallError("socketpair", err))
+	}
+	local := os.NewFile(uintptr(fds[0]), "fusermount-local")
+	remote := os.NewFile(uintptr(fds[1]), "fusermount-remote")
+	opts := strings.Join([]string{"fsname=" + fsName, "subtype=" + subtype, "auto_unmount", "nosuid", "nodev", fmt.Sprintf("max_read=%d", maxRead)}, ",")
+	cmd := exec.Command(bin, "-o", opts, "--", mountpoint)
+	cmd.ExtraFiles = []*os.File{remote}
+	cmd.Env = append(os.Environ(), "_FUSE_COMMFD=3")
+	// With auto_unmount the helper stays running after it sends the
+	// descriptor and unmounts when the socket's other end closes, so it is
+	// not waited for here; a helper that fails exits without sending one.
+	cmd.Stdout = os.Stderr
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		remote.Close()
+		local.Close()
+		return nil, fmt.Errorf("starting fusermount3: %w", err)
+	}
+	remote.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	fd, err := receiveFd(local)
+	if err != nil {
+		local.Close()
+		if werr := <-exited; werr != nil {
+			err = fmt.Errorf("%w (fusermount3: %v)", err, werr)
+		}
+		return nil, fmt.Errorf("mounting %q with fusermount3: %w", mountpoint, err)
+	}
+	return &fuseMount{fd: fd, watch: local}, nil
+}
+
+// receiveFd reads the one descriptor fusermount3 sends.
+func receiveFd(f *os.File) (int, error) {
+	buf := make([]byte, 8)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(int(f.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, os.NewSyscallError("recvmsg", err)
+		}
+		if n == 0 && oobn == 0 {
+			return -1, errors.New("fusermount3 closed the socket without sending a descriptor")
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return -1, err
+		}
+		var got []int
+		for _, m := range msgs {
+			fds, err := unix.ParseUnixRights(&m)
+			if err == nil {
+				got = append(got, fds...)
+			}
+		}
+		if len(got) != 1 {
+			for _, fd := range got {
+				unix.Close(fd)
+			}
+			return -1, fmt.Errorf("got %d descriptors, want 1", len(got))
+		}
+		return got[0], nil
+	}
+}
+
+// errNotRoot refuses a direct mount without privilege.
+var errNotRoot = errors.New("a direct mount needs root")
+
+func mountDirect(mountpoint string) (*fuseMount, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("mounting %q: %w", mountpoint, errNotRoot)
+	}
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening /dev/fuse: %w", &os.PathError{Op: "open", Path: "/dev/fuse", Err: err})
+	}
+	data := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d,max_read=%d", fd, os.Geteuid(), os.Getegid(), maxRead)
+	if err := unix.Mount(fsName, mountpoint, "fuse."+subtype, unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("mounting %q: %w", mountpoint, &os.PathError{Op: "mount", Path: mountpoint, Err: err})
+	}
+	return &fuseMount{fd: fd}, nil
+}

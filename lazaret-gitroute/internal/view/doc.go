@@ -1,0 +1,14 @@
+// Package view is the FUSE filesystem of the workspace view: one tree whose
+// every path is served either from the host workspace or from the Domain's
+// isolated root, as the frozen routing decides.
+//
+// What belongs here: the routing rule (route.go: a pure function of the
+// frozen classification and the view path, plus the read-only paths), the
+// confined access to the two backing roots (backing.go: openat2 beneath a
+// retained O_PATH root, never following a symbolic link, a magic link or a
+// mount crossing), and the FUSE node operations (node.go). What does not:
+// mounting, the control channel and the process lifecycle
+// (internal/daemon), and git's ignore semantics (lazaret.dev/pkg/gitignore).
+//
+// docs/WORKSPACE.md states the rules this package enforces.
+package view

@@ -1,0 +1,145 @@
+package view
+
+import (
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// FS is the state shared by every node of one view.
+type FS struct {
+	roots  [2]backing
+	router Router
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	inos map[[2]uint64]uint64 // (device, inode) of a backing file -> view inode
+	next uint64
+}
+
+// New returns the view over the retained O_PATH roots hostFd and isolatedFd
+// (borrowed, not closed by the view) with the given router.
+func New(hostFd, isolatedFd int, router Router, log *slog.Logger) *FS {
+	return &FS{
+		roots:  [2]backing{{fd: hostFd}, {fd: isolatedFd}},
+		router: router,
+		log:    log,
+		inos:   make(map[[2]uint64]uint64),
+		next:   2, // 1 is the root
+	}
+}
+
+// Root returns the root node to pass to fs.NewNodeFS.
+func (f *FS) Root() fs.InodeEmbedder { return &node{f: f} }
+
+// Options returns the node options of a view: short attribute and entry
+// caching (the host may change the workspace underneath), no negative
+// caching (a path the host creates shows at once).
+func Options(mo fuse.MountOptions) *fs.Options {
+	attr := time.Second
+	neg := time.Duration(0)
+	return &fs.Options{
+		MountOptions:    mo,
+		EntryTimeout:    &attr,
+		AttrTimeout:     &attr,
+		NegativeTimeout: &neg,
+		RootStableAttr:  &fs.StableAttr{Ino: 1, Mode: syscall.S_IFDIR},
+	}
+}
+
+// ino maps a backing (device, inode) to a stable view inode number; the two
+// roots may share a filesystem or not, and the view must never hand out one
+// number for two files.
+func (f *FS) ino(st *unix.Stat_t) uint64 {
+	key := [2]uint64{st.Dev, st.Ino}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v, ok := f.inos[key]; ok {
+		return v
+	}
+	v := f.next
+	f.next++
+	f.inos[key] = v
+	return v
+}
+
+// find locates the entry shown at path: the backing it is served from and
+// its lstat. A host entry is shown only when the path, with the entry's own
+// kind, routes to the host; likewise for the isolated root. It returns
+// ENOENT when neither root holds a visible entry.
+func (f *FS) find(path string) (Backing, unix.Stat_t, error) {
+	rf, rd := f.router.Route(path, false), f.router.Route(path, true)
+	order := []Backing{rf}
+	if rd != rf {
+		order = []Backing{Host, Isolated}
+	}
+	for _, b := range order {
+		st, err := f.roots[b].lstat(path)
+		if err != nil {
+			if err == unix.ENOENT || err == unix.ENOTDIR {
+				continue
+			}
+			return b, st, err
+		}
+		if f.router.Route(path, st.Mode&unix.S_IFMT == unix.S_IFDIR) == b {
+			return b, st, nil
+		}
+	}
+	return Host, unix.Stat_t{}, unix.ENOENT
+}
+
+// fill copies st into out with the view's inode number.
+func (f *FS) fill(st *unix.Stat_t, out *fuse.Attr) {
+	var s syscall.Stat_t
+	s.Dev, s.Ino, s.Nlink, s.Mode, s.Uid, s.Gid = st.Dev, st.Ino, st.Nlink, st.Mode, st.Uid, st.Gid
+	s.Rdev, s.Size, s.Blksize, s.Blocks = st.Rdev, st.Size, st.Blksize, st.Blocks
+	s.Atim = syscall.Timespec(st.Atim)
+	s.Mtim = syscall.Timespec(st.Mtim)
+	s.Ctim = syscall.Timespec(st.Ctim)
+	out.FromStat(&s)
+	out.Ino = f.ino(st)
+}
+
+// hiddenBelow reports whether the host directory dir holds, at any depth,
+// an entry the view does not show from the host (one that routes to the
+// isolated root). Renaming such a directory would carry a host-ignored file
+// to a path where it might be shown, so the view refuses it.
+func (f *FS) hiddenBelow(dir string) (bool, error) {
+	ents, _, err := f.roots[Host].readDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range ents {
+		p := join(dir, e.name)
+		isDir := e.typ == unix.DT_DIR
+		if e.typ == unix.DT_UNKNOWN {
+			st, err := f.roots[Host].lstat(p)
+			if err != nil {
+				return false, err
+			}
+			isDir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+		}
+		if f.router.Route(p, isDir) != Host {
+			return true, nil
+		}
+		if isDir {
+			if h, err := f.hiddenBelow(p); err != nil || h {
+				return h, err
+			}
+		}
+	}
+	return false, nil
+}
+
+// errno converts a backing error to the errno the view returns.
+func errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	return fs.ToErrno(err)
+}

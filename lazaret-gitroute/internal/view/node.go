@@ -1,0 +1,644 @@
+package view
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// node is one view inode. It holds no descriptor: every operation resolves
+// the node's current view path beneath the backing root that path routes
+// to, so a rename in the view or on the host can never leave a node bound
+// to a file the routing no longer allows.
+type node struct {
+	fs.Inode
+	f *FS
+}
+
+var (
+	_ fs.NodeLookuper      = (*node)(nil)
+	_ fs.NodeGetattrer     = (*node)(nil)
+	_ fs.NodeSetattrer     = (*node)(nil)
+	_ fs.NodeOpener        = (*node)(nil)
+	_ fs.NodeCreater       = (*node)(nil)
+	_ fs.NodeMkdirer       = (*node)(nil)
+	_ fs.NodeMknoder       = (*node)(nil)
+	_ fs.NodeSymlinker     = (*node)(nil)
+	_ fs.NodeLinker        = (*node)(nil)
+	_ fs.NodeReadlinker    = (*node)(nil)
+	_ fs.NodeUnlinker      = (*node)(nil)
+	_ fs.NodeRmdirer       = (*node)(nil)
+	_ fs.NodeRenamer       = (*node)(nil)
+	_ fs.NodeReaddirer     = (*node)(nil)
+	_ fs.NodeStatfser      = (*node)(nil)
+	_ fs.NodeAccesser      = (*node)(nil)
+	_ fs.NodeGetxattrer    = (*node)(nil)
+	_ fs.NodeSetxattrer    = (*node)(nil)
+	_ fs.NodeListxattrer   = (*node)(nil)
+	_ fs.NodeRemovexattrer = (*node)(nil)
+)
+
+// rel returns the node's current view path. A node that has been removed
+// from the tree (unlinked while open) has none: it reports false, and the
+// operation fails with ESTALE instead of acting on some other path.
+func (n *node) rel() (string, bool) {
+	in := n.EmbeddedInode()
+	var segs []string
+	for !in.IsRoot() {
+		name, parent := in.Parent()
+		if parent == nil {
+			return "", false
+		}
+		segs = append(segs, name)
+		in = parent
+	}
+	slices.Reverse(segs)
+	return strings.Join(segs, "/"), true
+}
+
+func (n *node) isDir() bool { return n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFDIR }
+
+// where returns the node's path and the backing its kind routes to.
+func (n *node) where() (string, Backing, syscall.Errno) {
+	p, ok := n.rel()
+	if !ok {
+		return "", Host, syscall.ESTALE
+	}
+	return p, n.f.router.Route(p, n.isDir()), 0
+}
+
+func (n *node) child(ctx context.Context, st *unix.Stat_t, out *fuse.EntryOut) *fs.Inode {
+	n.f.fill(st, &out.Attr)
+	return n.NewInode(ctx, &node{f: n.f}, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: out.Attr.Ino})
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	dir, ok := n.rel()
+	if !ok {
+		return nil, syscall.ESTALE
+	}
+	_, st, err := n.f.find(join(dir, name))
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, &st, out), 0
+}
+
+func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	p, ok := n.rel()
+	if !ok {
+		// Unlinked while open: only the open file still names it.
+		if g, isG := fh.(fs.FileGetattrer); isG && fh != nil {
+			return g.Getattr(ctx, out)
+		}
+		return syscall.ESTALE
+	}
+	st, err := n.f.roots[n.f.router.Route(p, n.isDir())].lstat(p)
+	if err != nil {
+		return errno(err)
+	}
+	n.f.fill(&st, &out.Attr)
+	return 0
+}
+
+// writable refuses changes to read-only paths (EROFS) and to host regular
+// files with more than one link (EPERM): such an inode may also be reachable
+// outside the workspace, where the view must not write.
+func (n *node) writable(p string, b Backing) syscall.Errno {
+	if ReadOnly(p) {
+		return syscall.EROFS
+	}
+	if b == Host && !n.isDir() {
+		st, err := n.f.roots[b].lstat(p)
+		if err != nil {
+			return errno(err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+			return syscall.EPERM
+		}
+	}
+	return 0
+}
+
+func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	s, hasFile := fh.(fs.FileSetattrer)
+	hasFile = hasFile && fh != nil
+	if _, ok := n.rel(); !ok && hasFile {
+		// Unlinked while open: no path, no other link, only the file.
+		return s.Setattr(ctx, in, out)
+	}
+	p, b, e := n.where()
+	if e != 0 {
+		return e
+	}
+	if e := n.writable(p, b); e != 0 {
+		return e
+	}
+	if hasFile {
+		if e := s.Setattr(ctx, in, out); e != 0 {
+			return e
+		}
+		return n.Getattr(ctx, nil, out)
+	}
+	fd, err := n.f.roots[b].openPath(p)
+	if err != nil {
+		return errno(err)
+	}
+	defer unix.Close(fd)
+	name := procPath(fd)
+	if m, ok := in.GetMode(); ok {
+		if err := unix.Chmod(name, m&07777); err != nil {
+			return errno(err)
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		if err := unix.Lchown(name, u, g); err != nil {
+			return errno(err)
+		}
+	}
+	if sz, ok := in.GetSize(); ok {
+		wfd, err := n.f.roots[b].open(p, unix.O_WRONLY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return errno(err)
+		}
+		err = unix.Ftruncate(wfd, int64(sz))
+		unix.Close(wfd)
+		if err != nil {
+			return errno(err)
+		}
+	}
+	atime, aok := in.GetATime()
+	mtime, mok := in.GetMTime()
+	if aok || mok {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		if aok {
+			ts[0] = unix.NsecToTimespec(atime.UnixNano())
+		}
+		if mok {
+			ts[1] = unix.NsecToTimespec(mtime.UnixNano())
+		}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, name, ts, 0); err != nil {
+			return errno(err)
+		}
+	}
+	return n.Getattr(ctx, nil, out)
+}
+
+// openFlags are the open flags passed on to the backing file; openat2
+// refuses any other bit.
+const openFlags = unix.O_ACCMODE | unix.O_APPEND | unix.O_TRUNC | unix.O_EXCL | unix.O_NONBLOCK |
+	unix.O_DSYNC | unix.O_SYNC | unix.O_DIRECT | unix.O_NOATIME | unix.O_LARGEFILE | unix.O_DIRECTORY
+
+// writeFlags reports whether open flags can change the file.
+func writeFlags(flags uint32) bool {
+	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+}
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	p, b, e := n.where()
+	if e != 0 {
+		return nil, 0, e
+	}
+	if writeFlags(flags) {
+		if e := n.writable(p, b); e != 0 {
+			return nil, 0, e
+		}
+	}
+	fl := int(flags) & openFlags &^ unix.O_EXCL
+	fd, err := n.f.roots[b].open(p, fl|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	return fs.NewLoopbackFile(fd), 0, 0
+}
+
+// prepare checks that a new entry may be created at path with the given
+// kind and returns the backing it goes to, with that backing's parent
+// directories in place.
+func (n *node) prepare(name string, isDir bool) (string, Backing, syscall.Errno) {
+	dir, ok := n.rel()
+	if !ok {
+		return "", Host, syscall.ESTALE
+	}
+	p := join(dir, name)
+	if ReadOnly(p) {
+		return "", Host, syscall.EROFS
+	}
+	b := n.f.router.Route(p, isDir)
+	if ob, _, err := n.f.find(p); err == nil && ob != b {
+		return "", Host, syscall.EEXIST
+	}
+	if b == Isolated {
+		if err := n.f.roots[Isolated].mkdirAll(dir); err != nil {
+			return "", Host, errno(err)
+		}
+	}
+	return p, b, 0
+}
+
+// created stats a new entry and returns its node.
+func (n *node) created(ctx context.Context, p string, b Backing, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	st, err := n.f.roots[b].lstat(p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, &st, out), 0
+}
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	p, b, e := n.prepare(name, false)
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	fd, err := n.f.roots[b].open(p, int(flags)&openFlags|unix.O_CREAT|unix.O_NOFOLLOW, mode&07777)
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, nil, 0, errno(err)
+	}
+	if b == Host && st.Nlink > 1 && writeFlags(flags) {
+		unix.Close(fd)
+		return nil, nil, 0, syscall.EPERM
+	}
+	return n.child(ctx, &st, out), fs.NewLoopbackFile(fd), 0, 0
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	p, b, e := n.prepare(name, true)
+	if e != 0 {
+		return nil, e
+	}
+	pfd, base, err := n.f.roots[b].parent(p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	err = retry(func() error { return unix.Mkdirat(pfd, base, mode&07777) })
+	unix.Close(pfd)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.created(ctx, p, b, out)
+}
+
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFREG, syscall.S_IFIFO, syscall.S_IFSOCK:
+	default:
+		return nil, syscall.EPERM // no device nodes in the workspace
+	}
+	p, b, e := n.prepare(name, false)
+	if e != 0 {
+		return nil, e
+	}
+	pfd, base, err := n.f.roots[b].parent(p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	err = retry(func() error { return unix.Mknodat(pfd, base, mode, 0) })
+	unix.Close(pfd)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.created(ctx, p, b, out)
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	p, b, e := n.prepare(name, false)
+	if e != 0 {
+		return nil, e
+	}
+	pfd, base, err := n.f.roots[b].parent(p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	err = retry(func() error { return unix.Symlinkat(target, pfd, base) })
+	unix.Close(pfd)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.created(ctx, p, b, out)
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	src, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	sp, sb, e := src.where()
+	if e != 0 {
+		return nil, e
+	}
+	if ReadOnly(sp) {
+		return nil, syscall.EROFS
+	}
+	p, b, e := n.prepare(name, false)
+	if e != 0 {
+		return nil, e
+	}
+	if sb != b {
+		return nil, syscall.EXDEV
+	}
+	sfd, sbase, err := n.f.roots[sb].parent(sp)
+	if err != nil {
+		return nil, errno(err)
+	}
+	defer unix.Close(sfd)
+	dfd, dbase, err := n.f.roots[b].parent(p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	defer unix.Close(dfd)
+	if err := retry(func() error { return unix.Linkat(sfd, sbase, dfd, dbase, 0) }); err != nil {
+		return nil, errno(err)
+	}
+	return n.created(ctx, p, b, out)
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	p, b, e := n.where()
+	if e != 0 {
+		return nil, e
+	}
+	pfd, base, err := n.f.roots[b].parent(p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	defer unix.Close(pfd)
+	buf := make([]byte, unix.PathMax)
+	for {
+		k, err := unix.Readlinkat(pfd, base, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, errno(err)
+		}
+		return buf[:k], 0
+	}
+}
+
+// remove unlinks the visible entry name (a directory when dir is set).
+func (n *node) remove(name string, dir bool) syscall.Errno {
+	d, ok := n.rel()
+	if !ok {
+		return syscall.ESTALE
+	}
+	p := join(d, name)
+	if ReadOnly(p) {
+		return syscall.EROFS
+	}
+	b, _, err := n.f.find(p)
+	if err != nil {
+		return errno(err)
+	}
+	pfd, base, err := n.f.roots[b].parent(p)
+	if err != nil {
+		return errno(err)
+	}
+	defer unix.Close(pfd)
+	flags := 0
+	if dir {
+		flags = unix.AT_REMOVEDIR
+	}
+	return errno(retry(func() error { return unix.Unlinkat(pfd, base, flags) }))
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno { return n.remove(name, false) }
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno { return n.remove(name, true) }
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	sd, ok1 := n.rel()
+	dd, ok2 := np.rel()
+	if !ok1 || !ok2 {
+		return syscall.ESTALE
+	}
+	sp, dp := join(sd, name), join(dd, newName)
+	if ReadOnly(sp) || ReadOnly(dp) {
+		return syscall.EROFS
+	}
+	sb, sst, err := n.f.find(sp)
+	if err != nil {
+		return errno(err)
+	}
+	srcDir := sst.Mode&unix.S_IFMT == unix.S_IFDIR
+	if n.f.router.Route(dp, srcDir) != sb {
+		return syscall.EXDEV
+	}
+	dstDir := false
+	if db, dst, err := n.f.find(dp); err == nil {
+		if db != sb {
+			return syscall.EXDEV
+		}
+		dstDir = dst.Mode&unix.S_IFMT == unix.S_IFDIR
+		if flags&unix.RENAME_EXCHANGE != 0 && n.f.router.Route(sp, dstDir) != sb {
+			return syscall.EXDEV
+		}
+	}
+	if sb == Host {
+		for _, c := range []struct {
+			path  string
+			isDir bool
+		}{{sp, srcDir}, {dp, dstDir && flags&unix.RENAME_EXCHANGE != 0}} {
+			if !c.isDir {
+				continue
+			}
+			hidden, err := n.f.hiddenBelow(c.path)
+			if err != nil {
+				return errno(err)
+			}
+			if hidden {
+				return syscall.EXDEV
+			}
+		}
+	}
+	if sb == Isolated {
+		if err := n.f.roots[Isolated].mkdirAll(dd); err != nil {
+			return errno(err)
+		}
+	}
+	if e := n.f.renameIn(sb, sp, dp, flags); e != 0 {
+		return e
+	}
+	if sb == Host && srcDir && flags&unix.RENAME_EXCHANGE == 0 {
+		// Carry the directory's isolated entries along, so that its
+		// ignored children stay with it.
+		if _, err := n.f.roots[Isolated].lstat(sp); err == nil {
+			if err := n.f.roots[Isolated].mkdirAll(dd); err == nil {
+				if e := n.f.renameIn(Isolated, sp, dp, unix.RENAME_NOREPLACE); e != 0 {
+					n.f.log.Warn("isolated entries of a renamed directory stay behind", "from", sp, "to", dp, "errno", e)
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func (f *FS) renameIn(b Backing, sp, dp string, flags uint32) syscall.Errno {
+	sfd, sbase, err := f.roots[b].parent(sp)
+	if err != nil {
+		return errno(err)
+	}
+	defer unix.Close(sfd)
+	dfd, dbase, err := f.roots[b].parent(dp)
+	if err != nil {
+		return errno(err)
+	}
+	defer unix.Close(dfd)
+	return errno(retry(func() error { return unix.Renameat2(sfd, sbase, dfd, dbase, uint(flags)) }))
+}
+
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	p, b, e := n.where()
+	if e != 0 {
+		return nil, e
+	}
+	out := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
+	seen := map[string]bool{}
+	found := false
+	for _, rb := range []Backing{Host, Isolated} {
+		if rb == Host && b != Host {
+			continue
+		}
+		ents, dst, err := n.f.roots[rb].readDir(p)
+		if err != nil {
+			if err == unix.ENOENT || err == unix.ENOTDIR {
+				continue
+			}
+			return nil, errno(err)
+		}
+		found = true
+		for _, e := range ents {
+			if seen[e.name] {
+				continue
+			}
+			cp := join(p, e.name)
+			isDir := e.typ == unix.DT_DIR
+			mode := uint32(e.typ) << 12
+			if e.typ == unix.DT_UNKNOWN {
+				st, err := n.f.roots[rb].lstat(cp)
+				if err != nil {
+					continue
+				}
+				isDir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+				mode = st.Mode & unix.S_IFMT
+			}
+			if n.f.router.Route(cp, isDir) != rb {
+				continue
+			}
+			seen[e.name] = true
+			ino := n.f.ino(&unix.Stat_t{Dev: dst.Dev, Ino: e.ino})
+			out = append(out, fuse.DirEntry{Name: e.name, Mode: mode, Ino: ino})
+		}
+	}
+	if !found {
+		return nil, syscall.ENOENT
+	}
+	return fs.NewListDirStream(out), 0
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	var s unix.Statfs_t
+	if err := unix.Fstatfs(n.f.roots[Host].fd, &s); err != nil {
+		return errno(err)
+	}
+	out.Blocks, out.Bfree, out.Bavail = s.Blocks, s.Bfree, s.Bavail
+	out.Files, out.Ffree = s.Files, s.Ffree
+	out.Bsize, out.NameLen, out.Frsize = uint32(s.Bsize), uint32(s.Namelen), uint32(s.Frsize)
+	return 0
+}
+
+func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
+	p, b, e := n.where()
+	if e != 0 {
+		return e
+	}
+	if mask&unix.W_OK != 0 {
+		if e := n.writable(p, b); e != 0 {
+			return e
+		}
+	}
+	fd, err := n.f.roots[b].openPath(p)
+	if err != nil {
+		return errno(err)
+	}
+	defer unix.Close(fd)
+	return errno(unix.Faccessat(unix.AT_FDCWD, procPath(fd), mask, 0))
+}
+
+// xattrPath opens the node for an xattr call and returns the name to use.
+func (n *node) xattrPath(write bool) (int, string, syscall.Errno) {
+	p, b, e := n.where()
+	if e != 0 {
+		return -1, "", e
+	}
+	if write {
+		if e := n.writable(p, b); e != 0 {
+			return -1, "", e
+		}
+	}
+	fd, err := n.f.roots[b].openPath(p)
+	if err != nil {
+		return -1, "", errno(err)
+	}
+	return fd, procPath(fd), 0
+}
+
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	fd, name, e := n.xattrPath(false)
+	if e != 0 {
+		return 0, e
+	}
+	defer unix.Close(fd)
+	sz, err := unix.Getxattr(name, attr, dest)
+	return uint32(max(sz, 0)), errno(err)
+}
+
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	fd, name, e := n.xattrPath(false)
+	if e != 0 {
+		return 0, e
+	}
+	defer unix.Close(fd)
+	sz, err := unix.Listxattr(name, dest)
+	return uint32(max(sz, 0)), errno(err)
+}
+
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	fd, name, e := n.xattrPath(true)
+	if e != 0 {
+		return e
+	}
+	defer unix.Close(fd)
+	return errno(unix.Setxattr(name, attr, data, int(flags)))
+}
+
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	fd, name, e := n.xattrPath(true)
+	if e != 0 {
+		return e
+	}
+	defer unix.Close(fd)
+	return errno(unix.Removexattr(name, attr))
+}

@@ -1,0 +1,94 @@
+package view
+
+import (
+	"strings"
+	"testing"
+
+	"lazaret.dev/pkg/gitignore"
+)
+
+type fixed map[string]bool
+
+func (f fixed) Ignored(p string, isDir bool) bool { return f[p] }
+
+func TestRoute(t *testing.T) {
+	r := Router{C: fixed{".env": true, "node_modules": true}}
+	cases := []struct {
+		path  string
+		isDir bool
+		want  Backing
+	}{
+		{"", true, Host},
+		{".env", false, Isolated},
+		{"node_modules", true, Isolated},
+		{"src/main.go", false, Host},
+	}
+	for _, tc := range cases {
+		t.Run(tc.path, func(t *testing.T) {
+			if got := r.Route(tc.path, tc.isDir); got != tc.want {
+				t.Fatalf("Route(%q) = %v, want %v", tc.path, got, tc.want)
+			}
+		})
+	}
+	for p, want := range map[string]bool{".git/config": true, ".git/hooks": true, ".git/hooks/pre-commit": true, ".git": true, ".git/configx": false, ".git/HEAD": false, "x/.git/config": false, ".git/hooksx": false} {
+		if got := ReadOnly(p); got != want {
+			t.Errorf("ReadOnly(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+// FuzzRoute routes fuzzed paths under fuzzed ignore rules and checks the
+// invariants the view relies on: routing is deterministic, a path below an
+// isolated directory is isolated unless tracked, tracked paths and .git are
+// always on the host, and read-only paths are exactly .git, .git/config
+// and .git/hooks with what is below it.
+func FuzzRoute(f *testing.F) {
+	f.Add("*.log\nbuild/\n!keep.log\n", "build/x/keep.log", false, "src/a.go")
+	f.Add("/a/**\n", "a/b/c", true, "a/t")
+	f.Fuzz(func(t *testing.T, rules, path string, isDir bool, tracked string) {
+		if strings.Contains(path, "//") || strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") || strings.Contains(tracked, "\x00") {
+			return
+		}
+		m := gitignore.NewMatcher(map[string][]gitignore.Pattern{"": gitignore.ParseFile([]byte(rules), "", ".gitignore")}, nil, nil)
+		idxData := indexWith(tracked)
+		idx, err := gitignore.ParseIndex(idxData, 20)
+		if err != nil {
+			idx = &gitignore.Index{}
+		}
+		r := Router{C: &gitignore.Classifier{Matcher: m, Index: idx}}
+		got := r.Route(path, isDir)
+		if got != r.Route(path, isDir) {
+			t.Fatal("nondeterministic")
+		}
+		if path == ".git" || strings.HasPrefix(path, ".git/") || idx.Tracked(path, isDir) {
+			if got != Host {
+				t.Fatalf("%q routes to %v", path, got)
+			}
+		}
+		if i := strings.LastIndexByte(path, '/'); i > 0 && got == Host && !idx.Tracked(path, isDir) {
+			if r.Route(path[:i], true) == Isolated {
+				t.Fatalf("%q on host below isolated %q", path, path[:i])
+			}
+		}
+		ro := ReadOnly(path)
+		want := path == ".git" || path == ".git/config" || path == ".git/hooks" || strings.HasPrefix(path, ".git/hooks/")
+		if ro != want {
+			t.Fatalf("ReadOnly(%q) = %v", path, ro)
+		}
+	})
+}
+
+// indexWith builds a version 2 index holding one path.
+func indexWith(p string) []byte {
+	if p == "" || len(p) >= 0xfff {
+		return nil
+	}
+	b := []byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x01")
+	entry := make([]byte, 62)
+	entry[60] = byte(len(p) >> 8)
+	entry[61] = byte(len(p))
+	entry = append(entry, p...)
+	pad := (62+len(p)+8)&^7 - (62 + len(p))
+	entry = append(entry, make([]byte, pad)...)
+	return append(b, entry...)
+}
