@@ -1,0 +1,113 @@
+package escalation_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"lazaret.dev/pkg/config"
+	"lazaret.dev/pkg/escalation"
+	"lazaret.dev/pkg/escalation/escalationtest"
+	"lazaret.dev/pkg/mailbox"
+	"lazaret.dev/pkg/protocol"
+)
+
+// waitIdle waits until the session has no active request (DeliverResult).
+func (h *harness) waitIdle(b testing.TB) {
+	for {
+		if _, _, active := h.e.Active(h.f.Binding.SessionID); !active {
+			return
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// rawRoundTrip is the mailbox path alone: the guest writes a file to the
+// outbox, the host's Serve loop takes it and writes one to the inbox, the
+// guest takes that.
+func rawRoundTrip(b *testing.B) float64 {
+	f := escalationtest.New(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reply := protocol.SignedProtocolRecord{Kind: protocol.RecordMailboxResult, PayloadBytes: make([]byte, 400)}
+	go f.Outbox.Serve(ctx, time.Second, func(e mailbox.Entry) {
+		f.Inbox.Write(mailbox.Name{RequestID: e.Name.RequestID, Kind: mailbox.KindResult}, &reply)
+	})
+	n := f.Inbox.Notify()
+	defer n.Close()
+	signed, _ := f.Request(b, "/usr/bin/true")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var id [16]byte
+		rand.Read(id[:])
+		if err := f.Outbox.Write(mailbox.Name{RequestID: id, Kind: mailbox.KindRequest}, &signed); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			_, err := f.Inbox.Take(mailbox.Name{RequestID: id, Kind: mailbox.KindResult})
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, mailbox.ErrMissing) {
+				b.Fatal(err)
+			}
+			n.Wait(ctx, 20*time.Millisecond)
+		}
+	}
+	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+}
+
+// BenchmarkRoundTrip measures an auto-approved /usr/bin/true from writing
+// the request to the delivered result (the guest's final acknowledgment
+// processed), next to the raw mailbox round trip; "x-raw" is the ratio.
+func BenchmarkRoundTrip(b *testing.B) {
+	b.ReportAllocs()
+	var raw float64
+	b.Run("raw", func(b *testing.B) { raw = rawRoundTrip(b) })
+	b.Run("true", func(b *testing.B) {
+		h := newHarness(b, func(string) []config.AutoApprovalRule {
+			return []config.AutoApprovalRule{{CanonicalExecutable: "/usr/bin/true"}}
+		}, func(c *escalation.Config) { c.OnEvent = nil })
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			res := h.run(b, "/usr/bin/true")
+			if res.Result.Outcome != protocol.OutcomeCompleted {
+				b.Fatalf("outcome %v", res.Result.Outcome)
+			}
+			h.waitIdle(b)
+		}
+		if raw > 0 {
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/raw, "x-raw")
+		}
+	})
+}
+
+// BenchmarkTransfer10MB streams 10 MB of host output to the guest side.
+func BenchmarkTransfer10MB(b *testing.B) {
+	var exe string
+	h := newHarness(b, func(bin string) []config.AutoApprovalRule {
+		exe = escalationtest.Executable(b, bin, "cat", `cat "$1"`)
+		return []config.AutoApprovalRule{{CanonicalExecutable: exe, Args: []string{"data"}}}
+	}, func(c *escalation.Config) { c.OnEvent = nil })
+	data := make([]byte, 10<<20)
+	rand.Read(data)
+	if err := os.WriteFile(filepath.Join(h.work, "data"), data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res := h.run(b, exe, "data")
+		if len(res.Stdout) != len(data) {
+			b.Fatalf("received %d bytes", len(res.Stdout))
+		}
+		h.waitIdle(b)
+	}
+}

@@ -1,0 +1,350 @@
+package escalation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/mailbox"
+	"lazaret.dev/pkg/protocol"
+)
+
+// request is one verified request from ReceiveEscalation to DeliverResult.
+// Its goroutine (run) owns the lifecycle; mu guards what other goroutines
+// read or signal: phase, cancellation and acknowledgments.
+type request struct {
+	e         *Engine
+	id        ids.RequestID
+	session   ids.SessionID
+	verified  protocol.VerifiedRequest
+	pending   protocol.PendingRequest
+	collector *protocol.ResultCollector
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	ackCh     chan struct{}
+
+	mu       sync.Mutex
+	phase    Phase
+	sphase   SessionPhase
+	source   Source
+	rule     int
+	argv     []string
+	ended    bool   // a pending or terminal phase: no more cancellation
+	sent     uint64 // chunks written
+	acked    uint64 // chunks acknowledged: highest contiguous sequence + 1
+	written  bool   // the result is in the inbox
+	final    bool   // an acknowledgment of every chunk arrived after the result
+	exitCode *uint8
+	outcome  protocol.EscalationOutcome
+}
+
+func newRequest(e *Engine, vr protocol.VerifiedRequest) *request {
+	ctx, cancel := context.WithCancelCause(e.ctx)
+	return &request{
+		e: e, id: vr.Request.RequestID, session: vr.Request.SessionBinding.SessionID,
+		verified: vr, pending: vr.Pending(), collector: protocol.NewResultCollector(vr.Pending()),
+		ctx: ctx, cancel: cancel, ackCh: make(chan struct{}, 1),
+		sphase: SessionAttached, rule: -1, argv: slices.Clone(vr.Request.CommandArgv),
+	}
+}
+
+// cancelWith cancels a live request; it reports false once the request
+// has reached a pending or terminal phase.
+func (r *request) cancelWith(cause error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return false
+	}
+	r.cancel(cause)
+	return true
+}
+
+func (r *request) sessionPhase() SessionPhase {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sphase
+}
+
+// transition applies change under the lock and reports the new state.
+func (r *request) transition(reason error, change func()) {
+	r.mu.Lock()
+	change()
+	ev := Event{
+		Session: r.session, Request: r.id, Phase: r.phase, SessionPhase: r.sphase,
+		Source: r.source, Rule: r.rule, Argv: slices.Clone(r.argv),
+		Outcome: r.outcome, ExitCode: r.exitCode, Err: reason,
+	}
+	r.mu.Unlock()
+	r.e.emit(ev)
+}
+
+// outcomeOf maps the cause of an ended context to an outcome.
+func outcomeOf(cause error) protocol.EscalationOutcome {
+	if errors.Is(cause, ErrTimedOut) {
+		return protocol.OutcomeTimedOut
+	}
+	return protocol.OutcomeCancelled
+}
+
+func (r *request) run() {
+	defer r.e.wg.Done()
+	defer r.cancel(nil)
+	r.transition(nil, func() { r.phase = PhaseVerified })
+	outcome, code, reason := r.approveAndExecute()
+	r.finish(outcome, code, reason)
+}
+
+// approveAndExecute runs AutoApprove or QueuePrompt, BeginPrompt and the
+// developer's decision, then the host execution.
+func (r *request) approveAndExecute() (protocol.EscalationOutcome, *uint8, error) {
+	argv := r.verified.Request.CommandArgv
+	d := Decide(argv, r.e.cfg.Rules)
+	if !d.Auto {
+		r.transition(d.Why, func() { r.phase = PhaseAwaitingApproval })
+		approved, outcome, reason := r.prompt()
+		if approved == nil {
+			return outcome, nil, reason
+		}
+		argv = approved
+	} else {
+		if err := r.ctx.Err(); err != nil {
+			return outcomeOf(context.Cause(r.ctx)), nil, context.Cause(r.ctx)
+		}
+		r.transition(nil, func() {
+			r.phase, r.source, r.rule = PhaseApproved, SourceAutoRule, d.Rule
+		})
+	}
+	return r.execute(argv)
+}
+
+// prompt asks the Prompter and verifies the decision. It returns the
+// approved argv, or nil and the outcome and reason.
+func (r *request) prompt() ([]string, protocol.EscalationOutcome, error) {
+	cfg := &r.e.cfg
+	pctx, cancel := context.WithTimeoutCause(r.ctx, cfg.Timeouts.Approval, ErrTimedOut)
+	defer cancel()
+	ended := func() ([]string, protocol.EscalationOutcome, error) {
+		cause := context.Cause(pctx)
+		r.transition(cause, func() { r.sphase = SessionAttached })
+		return nil, outcomeOf(cause), cause
+	}
+	if pctx.Err() != nil {
+		return ended()
+	}
+	r.transition(nil, func() { r.sphase = SessionPrompting })
+	req := &r.verified.Request
+	tp := protocol.TerminalPrompt{
+		SessionID:     r.session,
+		RequestID:     r.id,
+		RequestSHA256: r.pending.RequestSHA256,
+		AgentProfile:  req.SessionBinding.GenerationIdentity.AgentProfile,
+		CommandArgv:   slices.Clone(req.CommandArgv),
+		Justification: req.Justification,
+	}
+	type answer struct {
+		rec protocol.SignedProtocolRecord
+		err error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		rec, err := cfg.Prompter.Prompt(pctx, tp)
+		answers <- answer{rec, err}
+	}()
+	select {
+	case <-pctx.Done():
+		return ended()
+	case a := <-answers:
+		if pctx.Err() != nil {
+			return ended()
+		}
+		if a.err != nil {
+			reason := fmt.Errorf("%w: %w", ErrPrompt, a.err)
+			r.transition(reason, func() { r.sphase = SessionAttached })
+			return nil, protocol.OutcomeCancelled, reason
+		}
+		dec, err := cfg.Verifier.VerifyDecision(&a.rec, &r.pending)
+		if err != nil {
+			// An unverifiable decision is no decision: the request keeps
+			// waiting until it times out or is cancelled.
+			reason := fmt.Errorf("%w: %w", ErrDecision, err)
+			r.e.log.Warn("discarding developer decision", "request", r.id, "reason", reason)
+			r.transition(reason, func() {})
+			<-pctx.Done()
+			return ended()
+		}
+		if dec.Decision == protocol.DecisionDeny {
+			r.transition(nil, func() {
+				r.source = SourceDeveloper
+				r.sphase = SessionAttached
+			})
+			return nil, protocol.OutcomeDenied, nil
+		}
+		approved := slices.Clone(dec.ApprovedCommandArgv)
+		r.transition(nil, func() {
+			r.phase, r.source, r.argv = PhaseApproved, SourceDeveloper, slices.Clone(approved)
+		})
+		return approved, 0, nil
+	}
+}
+
+var pendingPhases = map[protocol.EscalationOutcome][2]Phase{
+	protocol.OutcomeCompleted: {PhaseCompletionPending, PhaseCompleted},
+	protocol.OutcomeDenied:    {PhaseDenialPending, PhaseDenied},
+	protocol.OutcomeTimedOut:  {PhaseTimeoutPending, PhaseTimedOut},
+	protocol.OutcomeCancelled: {PhaseCancellationPending, PhaseCancelled},
+	protocol.OutcomeFailed:    {PhaseFailurePending, PhaseFailed},
+}
+
+// finish enters the pending phase, writes the result, waits for the
+// guest's final acknowledgment (or the ack timeout), and delivers:
+// DeliverResult clears the session's active request.
+func (r *request) finish(outcome protocol.EscalationOutcome, code *uint8, reason error) {
+	phases := pendingPhases[outcome]
+	r.transition(reason, func() {
+		r.phase, r.sphase, r.ended, r.outcome, r.exitCode = phases[0], SessionAttached, true, outcome, code
+	})
+	if err := r.writeResult(outcome, code); err != nil {
+		r.e.log.Error("writing escalation result", "request", r.id, "err", err)
+	}
+	timer := time.NewTimer(r.e.cfg.Timeouts.Ack)
+	defer timer.Stop()
+	var delivery error
+	for delivery == nil {
+		r.mu.Lock()
+		final := r.final
+		r.mu.Unlock()
+		if final {
+			break
+		}
+		select {
+		case <-r.ackCh:
+		case <-timer.C:
+			delivery = fmt.Errorf("%w: the guest did not acknowledge the result within %v", ErrUnacknowledged, r.e.cfg.Timeouts.Ack)
+		case <-r.e.ctx.Done():
+			delivery = fmt.Errorf("%w: the engine closed", ErrUnacknowledged)
+		}
+	}
+	r.e.release(r)
+	r.transition(delivery, func() { r.phase = phases[1] })
+}
+
+// writeResult signs the MailboxResult over the chunks sent and writes it.
+func (r *request) writeResult(outcome protocol.EscalationOutcome, code *uint8) error {
+	if outcome != protocol.OutcomeCompleted {
+		code = nil
+	}
+	stdout, stderr := r.collector.Digests()
+	r.mu.Lock()
+	count := r.sent
+	r.mu.Unlock()
+	res := protocol.MailboxResult{
+		SessionBinding:          r.pending.SessionBinding,
+		RequestID:               r.id,
+		RequestSHA256:           r.pending.RequestSHA256,
+		CoordinatorCredentialID: r.e.cfg.Verifier.Coordinator().CredentialID,
+		Outcome:                 outcome,
+		ExitCode:                code,
+		ChunkCount:              uint32(count),
+		StdoutSHA256:            stdout,
+		StderrSHA256:            stderr,
+	}
+	if err := r.e.write(mailbox.Name{RequestID: r.id, Kind: mailbox.KindResult}, &res); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.written = true
+	r.mu.Unlock()
+	return nil
+}
+
+// acknowledge records a verified MailboxResultAck.
+func (r *request) acknowledge(highest *uint32) error {
+	var n uint64
+	if highest != nil {
+		n = uint64(*highest) + 1
+	}
+	r.mu.Lock()
+	if n > r.sent {
+		sent := r.sent
+		r.mu.Unlock()
+		return fmt.Errorf("acknowledgment of request %v covers %d chunks, %d were sent: %w", r.id, n, sent, protocol.ErrSequence)
+	}
+	if n > r.acked {
+		r.acked = n
+	}
+	if r.written && r.acked == r.sent {
+		r.final = true
+	}
+	r.mu.Unlock()
+	select {
+	case r.ackCh <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// sendChunk waits for room in the acknowledgment window, then signs and
+// writes the next chunk.
+func (r *request) sendChunk(ctx context.Context, stream protocol.ResultStream, b []byte) error {
+	for {
+		r.mu.Lock()
+		room := r.sent-r.acked < uint64(r.e.cfg.Window)
+		seq := r.sent
+		r.mu.Unlock()
+		if room {
+			if seq > uint64(^uint32(0)) {
+				return fmt.Errorf("result of request %v exceeds %d chunks", r.id, uint64(^uint32(0))+1)
+			}
+			c := protocol.MailboxResultChunk{
+				SessionBinding:          r.pending.SessionBinding,
+				RequestID:               r.id,
+				RequestSHA256:           r.pending.RequestSHA256,
+				CoordinatorCredentialID: r.e.cfg.Verifier.Coordinator().CredentialID,
+				Sequence:                uint32(seq),
+				Stream:                  stream,
+				Bytes:                   b,
+			}
+			if err := r.collector.Add(&c); err != nil {
+				return err
+			}
+			if err := r.e.write(mailbox.Name{RequestID: r.id, Kind: mailbox.KindChunk, Sequence: uint32(seq)}, &c); err != nil {
+				return err
+			}
+			r.mu.Lock()
+			r.sent++
+			r.mu.Unlock()
+			if r.e.cfg.OnOutput != nil {
+				r.e.cfg.OnOutput(r.session, r.id, stream, b)
+			}
+			return nil
+		}
+		select {
+		case <-r.ackCh:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// write signs rec and writes it to the inbox. A file the sandbox planted
+// under the same name is removed first: the host's record is the one
+// that counts.
+func (e *Engine) write(n mailbox.Name, rec protocol.SignedRecord) error {
+	signed, err := protocol.Sign(e.cfg.CoordinatorKey, rec)
+	if err != nil {
+		return fmt.Errorf("signing %s: %w", n, err)
+	}
+	err = e.cfg.Inbox.Write(n, &signed)
+	if errors.Is(err, mailbox.ErrExists) {
+		e.log.Warn("replacing a planted mailbox file", "file", fmt.Sprintf("%q", n.String()))
+		if err = e.cfg.Inbox.Remove(n.String()); err == nil {
+			err = e.cfg.Inbox.Write(n, &signed)
+		}
+	}
+	return err
+}
