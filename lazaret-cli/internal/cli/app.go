@@ -16,6 +16,7 @@ func App() *cli.App {
 			configCommand(),
 			storeCommand(),
 			imageCommand(),
+			startCommand(), execCommand(), statusCommand(),
 		},
 	}
 }

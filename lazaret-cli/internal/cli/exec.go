@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"errors"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"lazaret.dev/pkg/cmdmain"
+)
+
+func execCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "exec",
+		Usage:     "run a command in the sandbox without a terminal (stdout and stderr apart, its exit code), starting or joining the Domain",
+		ArgsUsage: "-- ARGV...",
+		Flags:     sessionFlags(),
+		Action:    runExec,
+	}
+}
+
+func runExec(c *cli.Context) error {
+	argv := c.Args().Slice()
+	if len(argv) == 0 {
+		return fail(c, "exec needs the command to run: lazaret-cli exec --profile %s -- ARGV...", c.String("profile"))
+	}
+	t, cfg, err := resolveTarget(c)
+	if err != nil {
+		return err
+	}
+	cfg.Close()
+	ctx := c.Context
+	s, err := attach(ctx, c, t)
+	if err != nil {
+		return err
+	}
+	defer s.Client.Close()
+	stdout := c.App.Writer
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	exit, err := s.Client.Execute(ctx, s.ID(), argv, stdout, stderrOf(c))
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return &cmdmain.ExitError{Code: 128 + 15}
+		}
+		return fail(c, "%v", err)
+	}
+	if code := sessionExitCode(c, exit, t.LogPath()); code != 0 {
+		return &cmdmain.ExitError{Code: code}
+	}
+	return nil
+}

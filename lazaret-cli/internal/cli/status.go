@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"lazaret.dev/lazaret-cli/internal/session"
+	"lazaret.dev/pkg/paths"
+)
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show the Domains under the runtime and storage roots: lock, coordinator, publication, generations, participants, sessions (read-only)",
+		Flags: []cli.Flag{
+			storageRootFlag(),
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+		},
+		Action: runStatus,
+	}
+}
+
+type statusReport struct {
+	RuntimeRoot string                 `json:"runtime_root"`
+	StorageRoot string                 `json:"storage_root"`
+	Domains     []session.DomainStatus `json:"domains"`
+}
+
+func runStatus(c *cli.Context) error {
+	storage, err := storageRoot(c.String("storage-root"))
+	if err != nil {
+		return err
+	}
+	runtime := paths.FromProcess().RuntimeRoot()
+	domains, err := session.Status(runtime, storage)
+	if err != nil {
+		return err
+	}
+	rep := statusReport{RuntimeRoot: runtime, StorageRoot: storage, Domains: domains}
+	if c.Bool("json") {
+		return writeJSON(c.App.Writer, rep)
+	}
+	return rep.writeText(c.App.Writer)
+}
+
+func (r *statusReport) writeText(w io.Writer) error {
+	var b strings.Builder
+	if len(r.Domains) == 0 {
+		fmt.Fprintf(&b, "no Domains under %s or %s\n", r.RuntimeRoot, r.StorageRoot)
+	}
+	for i, d := range r.Domains {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "Domain %s\n", d.DomainID)
+		if d.Profile != "" {
+			fmt.Fprintf(&b, "  profile:     %s\n", d.Profile)
+		}
+		if d.Workspace != "" {
+			fmt.Fprintf(&b, "  workspace:   %s\n", d.Workspace)
+		}
+		lock := d.Lock
+		if len(d.CoordinatorPIDs) > 0 {
+			lock += fmt.Sprintf(" by lazaret-coordinator pid %s", joinInts(d.CoordinatorPIDs))
+		}
+		fmt.Fprintf(&b, "  lock:        %s\n", lock)
+		switch {
+		case d.Published != nil:
+			fmt.Fprintf(&b, "  published:   generation %s, fingerprint %s\n", d.Published.GenerationID, d.Published.Fingerprint)
+		case d.PublicationError != "":
+			fmt.Fprintf(&b, "  published:   unreadable identity file: %s\n", d.PublicationError)
+		default:
+			fmt.Fprintf(&b, "  published:   no\n")
+		}
+		switch d.Store {
+		case session.StoreInUse:
+			fmt.Fprintf(&b, "  store:       %s in use by the running coordinator; its records are not shown while it runs\n", d.StorePath)
+		case session.StoreError:
+			fmt.Fprintf(&b, "  store:       %s unreadable: %s\n", d.StorePath, d.StoreError)
+		default:
+			fmt.Fprintf(&b, "  store:       %s (%s)\n", d.StorePath, d.Store)
+		}
+		for _, g := range d.Generations {
+			fmt.Fprintf(&b, "  generation %s: %s\n", g.GenerationID, g.Phase)
+			for _, p := range g.Participants {
+				fmt.Fprintf(&b, "    participant %-13s %s\n", p.Role, p.State)
+			}
+			for _, s := range g.Sessions {
+				term := ""
+				if s.Terminal != "" {
+					term = ", terminal " + s.Terminal
+				}
+				fmt.Fprintf(&b, "    session %s: %s (CLI %s%s)\n", s.SessionID, s.Phase, s.CLIID, term)
+			}
+		}
+		if d.CoordinatorLog != "" {
+			fmt.Fprintf(&b, "  log:         %s\n", d.CoordinatorLog)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
+}

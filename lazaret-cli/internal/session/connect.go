@@ -1,0 +1,54 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+
+	"lazaret.dev/pkg/control"
+	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/protocol"
+)
+
+// Session is one registered session of this CLI on a Domain: the
+// connection, the session binding, its capability and the session anchor
+// key that signs the developer's decisions. The key lives in memory only.
+type Session struct {
+	Client     *control.Client
+	Binding    protocol.SessionBinding
+	Capability protocol.SessionRequestCapability
+	anchor     protocol.PrivateKey
+}
+
+// ID is the session ID.
+func (s *Session) ID() ids.SessionID { return s.Binding.SessionID }
+
+// Register enrolls a fresh CLI ID on client and registers a fresh session
+// with a fresh Ed25519 session anchor key.
+func Register(ctx context.Context, client *control.Client) (*Session, error) {
+	cli := ids.CLIID(ids.New())
+	if _, err := client.Enroll(ctx, cli); err != nil {
+		return nil, err
+	}
+	key, err := protocol.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating the session anchor key: %w", err)
+	}
+	binding := protocol.SessionBinding{
+		GenerationIdentity:     client.Publication().GenerationIdentity,
+		CLIID:                  cli,
+		SessionID:              ids.SessionID(ids.New()),
+		SessionAnchorPublicKey: key.Public(),
+	}
+	capability, err := client.Register(ctx, binding)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{Client: client, Binding: binding, Capability: capability, anchor: key}, nil
+}
+
+// Sign signs a decision on a prompt of this session with its anchor key.
+func (s *Session) Sign(d protocol.DeveloperDecision) (protocol.SignedProtocolRecord, error) {
+	d.SessionBinding = s.Binding
+	return protocol.Sign(s.anchor, &d)
+}

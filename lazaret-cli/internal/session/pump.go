@@ -1,0 +1,223 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/protocol"
+)
+
+// Channel is the CLI end of one interactive session
+// (*control.InteractiveClient).
+type Channel interface {
+	Input(p []byte) error
+	Resize(rows, columns, pixelWidth, pixelHeight uint16) error
+	Hangup() error
+	Decide(decision protocol.SignedProtocolRecord) error
+	Recv() (protocol.InteractiveSessionBatch, error)
+}
+
+// SignalError means the CLI was told to stop (SIGHUP, SIGINT, SIGTERM)
+// while the session ran; the session was hung up.
+type SignalError struct{ Signal syscall.Signal }
+
+func (e *SignalError) Error() string { return fmt.Sprintf("interrupted by %v", e.Signal) }
+
+// hangupWait bounds the wait for the session's exit after a hang-up.
+const hangupWait = 2 * time.Second
+
+// Pump moves bytes between the developer's terminal and a session until
+// the session exits.
+type Pump struct {
+	Channel Channel
+	// In is read for keyboard input; it is the terminal (raw mode) in
+	// production. Its bytes are sent unchanged.
+	In *os.File
+	// Out receives the session's output.
+	Out io.Writer
+	// SizeFd is the terminal whose size is sent on SIGWINCH; -1 for none.
+	SizeFd int
+	// Signals carries SIGWINCH, SIGHUP, SIGINT and SIGTERM; the caller
+	// installs it before changing the terminal mode.
+	Signals <-chan os.Signal
+	// Prompter decides escalation prompts; Sign signs its decisions.
+	Prompter Prompter
+	Sign     func(protocol.DeveloperDecision) (protocol.SignedProtocolRecord, error)
+	// OnPanic runs before a panic in one of the pump's goroutines
+	// continues (it restores the terminal).
+	OnPanic func()
+}
+
+type recvResult struct {
+	exit protocol.SessionExit
+	err  error
+}
+
+func (p *Pump) guard() {
+	if r := recover(); r != nil {
+		if p.OnPanic != nil {
+			p.OnPanic()
+		}
+		panic(r)
+	}
+}
+
+// Run pumps until the session exits and returns its exit. ctx's end and a
+// stop signal hang the session up.
+func (p *Pump) Run(ctx context.Context) (protocol.SessionExit, error) {
+	stopR, stopW, err := os.Pipe()
+	if err != nil {
+		return protocol.SessionExit{}, fmt.Errorf("creating the input stop pipe: %w", err)
+	}
+	inputDone := make(chan error, 1)
+	go func() {
+		defer p.guard()
+		defer stopR.Close()
+		inputDone <- p.input(int(p.In.Fd()), int(stopR.Fd()))
+	}()
+	// Closing the write end wakes the input reader; it then closes the
+	// read end itself.
+	defer stopW.Close()
+
+	received := make(chan recvResult, 1)
+	go func() {
+		defer p.guard()
+		received <- p.receive()
+	}()
+
+	var hungUp <-chan time.Time
+	var stopped *SignalError
+	hangup := func() {
+		if hungUp == nil {
+			_ = p.Channel.Hangup()
+			hungUp = time.After(hangupWait)
+		}
+	}
+	ctxDone := ctx.Done()
+	for {
+		select {
+		case r := <-received:
+			if stopped != nil {
+				return r.exit, stopped
+			}
+			return r.exit, r.err
+		case sig := <-p.Signals:
+			s, _ := sig.(syscall.Signal)
+			if s == syscall.SIGWINCH {
+				p.resize()
+				continue
+			}
+			stopped = &SignalError{Signal: s}
+			hangup()
+		case <-ctxDone:
+			ctxDone = nil
+			if stopped == nil {
+				stopped = &SignalError{Signal: syscall.SIGTERM}
+			}
+			hangup()
+		case err := <-inputDone:
+			inputDone = nil
+			if errors.Is(err, io.EOF) {
+				// The terminal went away: nobody can type into this session.
+				hangup()
+			}
+		case <-hungUp:
+			if stopped != nil {
+				return protocol.SessionExit{}, stopped
+			}
+			return protocol.SessionExit{}, errors.New("the session did not end after its terminal closed")
+		}
+	}
+}
+
+func (p *Pump) resize() {
+	if p.SizeFd < 0 {
+		return
+	}
+	rows, cols, xp, yp, err := Size(p.SizeFd)
+	if err == nil {
+		_ = p.Channel.Resize(rows, cols, xp, yp)
+	}
+}
+
+// receive writes output and handles prompts until the exit.
+func (p *Pump) receive() recvResult {
+	for {
+		b, err := p.Channel.Recv()
+		if err != nil {
+			return recvResult{err: err}
+		}
+		for _, m := range b.Messages {
+			switch {
+			case m.Kind == protocol.InteractiveMessagePrompt && m.Prompt != nil:
+				if err := p.prompt(*m.Prompt); err != nil {
+					return recvResult{err: err}
+				}
+			case m.Terminal != nil && m.Terminal.Kind == protocol.MessageExit:
+				return recvResult{exit: *m.Terminal.Exit}
+			case m.Terminal != nil && m.Terminal.Output != nil:
+				if _, err := p.Out.Write(m.Terminal.Output.Bytes); err != nil {
+					return recvResult{err: fmt.Errorf("writing the session's output: %w", err)}
+				}
+			}
+		}
+	}
+}
+
+func (p *Pump) prompt(tp protocol.TerminalPrompt) error {
+	prompter := p.Prompter
+	if prompter == nil {
+		prompter = DenyPrompter{W: p.Out}
+	}
+	d, err := prompter.Decide(tp)
+	if err != nil {
+		return fmt.Errorf("deciding escalation request %s: %w", tp.RequestID, err)
+	}
+	rec, err := p.Sign(d)
+	if err != nil {
+		return fmt.Errorf("signing the decision on escalation request %s: %w", tp.RequestID, err)
+	}
+	return p.Channel.Decide(rec)
+}
+
+// input reads fd until end of file or until stop becomes readable, sending
+// every chunk as is. It polls instead of blocking in read so that it can be
+// stopped without changing the terminal's file status flags.
+func (p *Pump) input(fd, stop int) error {
+	buf := make([]byte, 32<<10)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
+	for {
+		fds[0].Revents, fds[1].Revents = 0, 0
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return fmt.Errorf("waiting for terminal input: %w", err)
+		}
+		if fds[1].Revents != 0 {
+			return nil
+		}
+		if fds[0].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) == 0 {
+			continue
+		}
+		n, err := unix.Read(fd, buf)
+		switch {
+		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
+			continue
+		case errors.Is(err, unix.EIO), n == 0 && err == nil:
+			return io.EOF
+		case err != nil:
+			return fmt.Errorf("reading terminal input: %w", err)
+		}
+		if err := p.Channel.Input(buf[:n]); err != nil {
+			return err
+		}
+	}
+}
