@@ -1,0 +1,185 @@
+// Package sidecar is lazaret-netsidecar's work: receive the policy and the
+// start message, build the enforcement path, report it, wait for the
+// connectivity helper, prove readiness, then hold the namespaces until the
+// parent goes away.
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"lazaret.dev/pkg/netpath"
+	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/netsidecar"
+	"lazaret.dev/pkg/nftplan"
+)
+
+// Timeouts of the exchange.
+const (
+	startTimeout    = 10 * time.Second
+	helperTimeout   = 30 * time.Second
+	upstreamTimeout = 10 * time.Second
+)
+
+// Run serves one generation. It takes ownership of channel and policy. It
+// returns when the parent closes the channel or ctx ends; an error before
+// readiness has also been sent to the parent as Failed.
+func Run(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policy *os.File) error {
+	defer channel.Close()
+	path, err := serve(ctx, log, channel, policy)
+	if err != nil {
+		channel.Send(&netsidecar.Failed{Message: err.Error()})
+		return err
+	}
+	defer path.Close()
+	// Hold the namespaces until the parent goes away.
+	for {
+		_, err := channel.Receive(ctx)
+		if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			log.Info("control channel closed; releasing the enforcement path")
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("holding enforcement path: %w", err)
+		}
+	}
+}
+
+func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policyFile *os.File) (*netpath.Path, error) {
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	start, err := netsidecar.Expect[*netsidecar.Start](sctx, channel)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("reading start message: %w", err)
+	}
+	encoded, err := netsidecar.ReadSealedPolicy(policyFile)
+	policyFile.Close()
+	if err != nil {
+		return nil, err
+	}
+	if got := netpolicy.DigestOfEncoding(encoded); got != start.PolicyDigest {
+		return nil, fmt.Errorf("sealed policy digest %v, start message names %v: %w", got, start.PolicyDigest, netsidecar.ErrDigest)
+	}
+	policy, err := netpolicy.DecodePolicy(encoded)
+	if err != nil {
+		return nil, fmt.Errorf("sealed policy: %w", err)
+	}
+	decider, err := netpolicy.NewDecider(policy, start.HostAddresses)
+	if err != nil {
+		return nil, err
+	}
+	if err := decider.CheckTargets(start.Targets); err != nil {
+		return nil, err
+	}
+	plan, err := nftplan.New(policy, nftplan.Config{
+		SandboxInterface:  netpath.DefaultSandboxInterface,
+		UpstreamInterface: start.UpstreamInterface,
+		HostAddresses:     start.HostAddresses,
+	})
+	if err != nil {
+		return nil, err
+	}
+	enforcement, err := netpath.CurrentNetNS()
+	if err != nil {
+		return nil, err
+	}
+	path, err := netpath.Build(log, enforcement, plan, netpath.Config{SandboxInterface: netpath.DefaultSandboxInterface})
+	if err != nil {
+		enforcement.Close()
+		return nil, err
+	}
+	fail := func(err error) (*netpath.Path, error) {
+		path.Close()
+		return nil, err
+	}
+	routes, err := path.Routes()
+	if err != nil {
+		return fail(err)
+	}
+	sandboxPath := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), path.Sandbox.Fd())
+	log.Info("enforcement path installed", "policy_digest", start.PolicyDigest, "enforcement_namespace", path.EnforcementID,
+		"sandbox_netns", sandboxPath, "routes", routes)
+	if err := channel.Send(&netsidecar.Installed{
+		PolicyDigest:         start.PolicyDigest,
+		EnforcementNamespace: path.EnforcementID,
+		SandboxNamespace:     path.SandboxID,
+		SandboxNetNSPath:     sandboxPath,
+		ObservedRoutes:       routes,
+		Operations:           uint32(len(plan.Ops)),
+	}); err != nil {
+		return fail(err)
+	}
+
+	hctx, cancel := context.WithTimeout(ctx, helperTimeout)
+	helper, err := netsidecar.Expect[*netsidecar.HelperStarted](hctx, channel)
+	cancel()
+	if err != nil {
+		return fail(fmt.Errorf("waiting for the connectivity helper: %w", err))
+	}
+	uctx, cancel := context.WithTimeout(ctx, upstreamTimeout)
+	err = path.WaitUpstream(uctx)
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+	// The ruleset must still be the planned one after the helper attached.
+	if err := netpath.VerifyRuleset(enforcement, plan); err != nil {
+		return fail(err)
+	}
+
+	cfg := netpath.DefaultProbeConfig
+	if start.ConnectTimeoutMillis != 0 {
+		cfg.ConnectTimeout = time.Duration(start.ConnectTimeoutMillis) * time.Millisecond
+	}
+	began := time.Now()
+	obs, err := netpath.Probe(ctx, path.Sandbox, start.Targets, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	if err := obs.Check(); err != nil {
+		return fail(err)
+	}
+	log.Info("readiness proven", "took", time.Since(began))
+	att := netpolicy.NetworkReadinessAttestation{
+		SchemaID:                 netpolicy.AttestationSchemaID,
+		DomainID:                 start.DomainID,
+		GenerationID:             start.GenerationID,
+		ConfigurationFingerprint: start.ConfigurationFingerprint,
+		NetworkSidecarID:         start.NetworkSidecarID,
+		DerivedPolicyDigest:      start.PolicyDigest,
+		EnforcementNamespace:     path.EnforcementID,
+		RuntimeSupervisor:        start.RuntimeSupervisor,
+		ConnectivityHelper:       helper.ConnectivityHelper,
+		Observation: netpolicy.NetworkObservation{
+			PolicyDelivery: netpolicy.SealedMemfd,
+			HelperReady:    true,
+			ObservedRoutes: routes,
+			RoutesAttested: true,
+		},
+	}
+	probe := netpolicy.NetworkReachabilityProbe{
+		DomainID:             start.DomainID,
+		GenerationID:         start.GenerationID,
+		EnforcementNamespace: path.EnforcementID,
+		Denied:               obs.Denied,
+		Permitted:            obs.Permitted,
+		DNS:                  obs.DNS,
+	}
+	attBytes, err := att.Encode()
+	if err != nil {
+		return fail(fmt.Errorf("encoding readiness attestation: %w", err))
+	}
+	probeBytes, err := probe.Encode()
+	if err != nil {
+		return fail(fmt.Errorf("encoding reachability probe: %w", err))
+	}
+	if err := channel.Send(&netsidecar.Ready{Attestation: attBytes, Probe: probeBytes}); err != nil {
+		return fail(err)
+	}
+	return path, nil
+}

@@ -1,0 +1,305 @@
+package netlab
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/netpath"
+	"lazaret.dev/pkg/testgate"
+)
+
+// EnvInside marks a test process that already runs inside its lab.
+const EnvInside = "LAZARET_NETLAB_INSIDE"
+
+// Inside reports whether this process is a lab.
+func Inside() bool { return os.Getenv(EnvInside) == "1" }
+
+// Enter runs the calling top-level test inside a lab: a re-executed test
+// binary in new network and mount namespaces, plus a user namespace that
+// maps the caller to root when not run as root. It returns true inside the
+// lab, where the test continues; outside it waits for the lab, reports its
+// result and returns false, and the test must return.
+func Enter(t *testing.T) bool {
+	t.Helper()
+	if Inside() {
+		return true
+	}
+	root := os.Geteuid() == 0
+	if !root {
+		testgate.UserNamespaces(t)
+	}
+	name := strings.Split(t.Name(), "/")[0]
+	args := []string{"-test.run=^" + name + "$", "-test.v", "-test.count=1"}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), EnvInside+"=1")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	if !root {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("lab for %s: %v", name, err)
+	}
+	return false
+}
+
+// NewNS creates a network namespace with loopback up, closed at cleanup.
+func NewNS(t testing.TB) *os.File {
+	t.Helper()
+	ns, err := netpath.NewNetNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	h := handle(t, ns)
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err == nil {
+		err = h.LinkSetUp(lo)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func handle(t testing.TB, ns *os.File) *netlink.Handle {
+	t.Helper()
+	h, err := netlink.NewHandleAt(netns.NsHandle(int(ns.Fd())), unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func ipnet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// Up brings the interface name of ns up.
+func Up(t testing.TB, ns *os.File, name string) {
+	t.Helper()
+	h := handle(t, ns)
+	defer h.Close()
+	l, err := h.LinkByName(name)
+	if err == nil {
+		err = h.LinkSetUp(l)
+	}
+	if err != nil {
+		t.Fatalf("bringing %s up: %v", name, err)
+	}
+}
+
+// AddHosts puts each address on the loopback of ns as a /32, so that ns
+// answers as all of these hosts.
+func AddHosts(t testing.TB, ns *os.File, addrs ...netip.Addr) {
+	t.Helper()
+	h := handle(t, ns)
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if err := h.AddrAdd(lo, &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(a, 32))}); err != nil {
+			t.Fatalf("adding host %v: %v", a, err)
+		}
+	}
+}
+
+// Link connects a and b with a veth pair named aName and bName, gives the
+// ends the addresses aAddr and bAddr (an invalid prefix leaves an end
+// without one) and brings them up.
+func Link(t testing.TB, a *os.File, aName string, aAddr netip.Prefix, b *os.File, bName string, bAddr netip.Prefix) {
+	t.Helper()
+	ha, hb := handle(t, a), handle(t, b)
+	defer ha.Close()
+	defer hb.Close()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: aName}, PeerName: bName, PeerNamespace: netlink.NsFd(int(b.Fd()))}
+	if err := ha.LinkAdd(veth); err != nil {
+		t.Fatalf("veth %s/%s: %v", aName, bName, err)
+	}
+	for _, end := range []struct {
+		h    *netlink.Handle
+		name string
+		addr netip.Prefix
+	}{{ha, aName, aAddr}, {hb, bName, bAddr}} {
+		l, err := end.h.LinkByName(end.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end.addr.IsValid() {
+			if err := end.h.AddrAdd(l, &netlink.Addr{IPNet: ipnet(end.addr)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := end.h.LinkSetUp(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Route adds a route to dst via gw in ns; an invalid dst means default.
+func Route(t testing.TB, ns *os.File, dst netip.Prefix, gw netip.Addr) {
+	t.Helper()
+	r := &netlink.Route{Gw: net.IP(gw.AsSlice())}
+	if dst.IsValid() {
+		r.Dst = ipnet(dst)
+	}
+	h := handle(t, ns)
+	defer h.Close()
+	if err := h.RouteAdd(r); err != nil {
+		t.Fatalf("route %v via %v: %v", dst, gw, err)
+	}
+}
+
+// ServeTCP listens on addr inside ns and answers every connection with
+// "hello from <addr>\n". The listener closes at cleanup.
+func ServeTCP(t testing.TB, ns *os.File, addr netip.AddrPort) {
+	t.Helper()
+	var ln net.Listener
+	err := netpath.InNetNS(ns, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", addr.String())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listening on %v: %v", addr, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello from " + addr.String() + "\n"))
+			c.Close()
+		}
+	}()
+}
+
+// DNSServer answers A queries on addr:53 over UDP from a fixed table and
+// counts the queries it received.
+type DNSServer struct {
+	mu      sync.Mutex
+	queries int
+}
+
+// Queries returns how many queries arrived.
+func (s *DNSServer) Queries() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queries
+}
+
+// ServeDNS starts a resolver on addr:53 inside ns. records maps a query
+// name (without the final dot) to its A records; other names get
+// NXDOMAIN.
+func ServeDNS(t testing.TB, ns *os.File, addr netip.Addr, records map[string][]netip.Addr) *DNSServer {
+	t.Helper()
+	var pc net.PacketConn
+	err := netpath.InNetNS(ns, func() error {
+		var err error
+		pc, err = net.ListenPacket("udp4", netip.AddrPortFrom(addr, 53).String())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("DNS server on %v: %v", addr, err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	s := &DNSServer{}
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.queries++
+			s.mu.Unlock()
+			if resp, err := answer(buf[:n], records); err == nil {
+				pc.WriteTo(resp, from)
+			}
+		}
+	}()
+	return s
+}
+
+func answer(req []byte, records map[string][]netip.Addr) ([]byte, error) {
+	var p dnsmessage.Parser
+	h, err := p.Start(req)
+	if err != nil {
+		return nil, err
+	}
+	q, err := p.Question()
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimSuffix(q.Name.String(), ".")
+	addrs, ok := records[name]
+	rh := dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired, Authoritative: true}
+	if !ok {
+		rh.RCode = dnsmessage.RCodeNameError
+	}
+	b := dnsmessage.NewBuilder(nil, rh)
+	b.EnableCompression()
+	if err := b.StartQuestions(); err != nil {
+		return nil, err
+	}
+	if err := b.Question(q); err != nil {
+		return nil, err
+	}
+	if err := b.StartAnswers(); err != nil {
+		return nil, err
+	}
+	if q.Type == dnsmessage.TypeA {
+		for _, a := range addrs {
+			rh := dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60}
+			if err := b.AResource(rh, dnsmessage.AResource{A: a.As4()}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b.Finish()
+}
+
+// Dial reports whether a TCP connection to dst from inside ns completes
+// within timeout.
+func Dial(t testing.TB, ns *os.File, dst netip.AddrPort, timeout time.Duration) netpath.Outcome {
+	t.Helper()
+	out, err := netpath.Connect(context.Background(), ns, dst, timeout)
+	if err != nil {
+		t.Fatalf("connecting to %v: %v", dst, err)
+	}
+	return out
+}
+
+// DialErr connects to an address of any family from inside ns and returns
+// the error, for destinations the stack itself must refuse (IPv6).
+func DialErr(ns *os.File, network, addr string, timeout time.Duration) error {
+	return netpath.InNetNS(ns, func() error {
+		c, err := net.DialTimeout(network, addr, timeout)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		return err
+	})
+}

@@ -1,0 +1,31 @@
+package netpath
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of building and checking the enforcement path; test with
+// errors.Is.
+var (
+	ErrRulesetMismatch  = errors.New("installed ruleset differs from the plan")
+	ErrRouteNotAttested = errors.New("route does not lead through the enforcement namespace")
+	ErrUpstreamNotReady = errors.New("upstream interface is not ready")
+	ErrBadLink          = errors.New("link prefix must be an IPv4 /30 network")
+	ErrReachable        = errors.New("reachable from inside the enforcement path")
+	ErrUnreachable      = errors.New("unreachable from inside the enforcement path")
+	ErrNotResolved      = errors.New("not resolved through its resolver")
+	ErrDNSResponse      = errors.New("malformed DNS response")
+)
+
+// RulesetError names the part of the installed ruleset that differs.
+type RulesetError struct {
+	What   string
+	Detail string
+}
+
+func (e *RulesetError) Error() string {
+	return fmt.Sprintf("installed nftables %s: %s", e.What, e.Detail)
+}
+
+func (e *RulesetError) Is(target error) bool { return target == ErrRulesetMismatch }

@@ -1,0 +1,185 @@
+package netsidecar
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaxPolicy bounds the sealed policy: far above any real policy (a
+// 10,000-prefix policy is about 80 KB), small enough to read at once.
+const MaxPolicy = 4 << 20
+
+// RequiredSeals are the seals a policy memfd must carry.
+const RequiredSeals = unix.F_SEAL_WRITE | unix.F_SEAL_GROW | unix.F_SEAL_SHRINK | unix.F_SEAL_SEAL
+
+// SealPolicy returns a memfd holding policy, sealed with RequiredSeals.
+func SealPolicy(policy []byte) (*os.File, error) {
+	if len(policy) > MaxPolicy {
+		return nil, fmt.Errorf("sealing policy of %d bytes: %w", len(policy), ErrPolicyTooLarge)
+	}
+	fd, err := unix.MemfdCreate("lazaret-network-policy", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("creating policy memfd: %w", os.NewSyscallError("memfd_create", err))
+	}
+	f := os.NewFile(uintptr(fd), "lazaret-network-policy")
+	if _, err := f.Write(policy); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("writing policy memfd: %w", err)
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, RequiredSeals); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sealing policy memfd: %w", os.NewSyscallError("fcntl", err))
+	}
+	return f, nil
+}
+
+// ReadSealedPolicy checks that f carries every required seal and returns
+// its whole content. Once F_SEAL_WRITE, F_SEAL_GROW and F_SEAL_SHRINK are
+// set and F_SEAL_SEAL forbids removing them, no holder of the descriptor
+// can change the bytes after this check.
+func ReadSealedPolicy(f *os.File) ([]byte, error) {
+	seals, err := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0)
+	if err == unix.EINVAL {
+		return nil, fmt.Errorf("policy descriptor %q is not a memfd: %w", f.Name(), ErrNotSealed)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading seals of policy memfd %q: %w", f.Name(), os.NewSyscallError("fcntl", err))
+	}
+	if seals&RequiredSeals != RequiredSeals {
+		return nil, fmt.Errorf("policy memfd %q has seals %#x, needs %#x: %w", f.Name(), seals, RequiredSeals, ErrNotSealed)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("policy memfd %q: %w", f.Name(), os.NewSyscallError("fstat", err))
+	}
+	if st.Size > MaxPolicy {
+		return nil, fmt.Errorf("policy memfd %q of %d bytes: %w", f.Name(), st.Size, ErrPolicyTooLarge)
+	}
+	b := make([]byte, st.Size)
+	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("reading policy memfd %q: %w", f.Name(), err)
+	}
+	return b, nil
+}
+
+// Channel is one end of the SOCK_SEQPACKET control channel.
+type Channel struct {
+	f *os.File
+}
+
+// NewChannel takes ownership of f, a SOCK_SEQPACKET socket. The socket is
+// moved to a non-blocking close-on-exec duplicate so that reads honour
+// deadlines; f itself is closed.
+func NewChannel(f *os.File) (*Channel, error) {
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("control channel %q: %w", f.Name(), os.NewSyscallError("fcntl", err))
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("control channel %q: %w", f.Name(), os.NewSyscallError("fcntl", err))
+	}
+	return &Channel{f: os.NewFile(uintptr(fd), f.Name())}, nil
+}
+
+// ChannelPair returns two connected channel ends.
+func ChannelPair() (*Channel, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating control channel: %w", os.NewSyscallError("socketpair", err))
+	}
+	c, err := NewChannel(os.NewFile(uintptr(fds[0]), "netsidecar-control"))
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, nil, err
+	}
+	return c, os.NewFile(uintptr(fds[1]), "netsidecar-control"), nil
+}
+
+// Close closes the channel; the peer reads end of file.
+func (c *Channel) Close() error { return c.f.Close() }
+
+// Send writes one message as one packet.
+func (c *Channel) Send(m Message) error {
+	b, err := Encode(m)
+	if err != nil {
+		return err
+	}
+	sc, err := c.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := sc.Write(func(fd uintptr) bool {
+		serr = unix.Send(int(fd), b, unix.MSG_NOSIGNAL)
+		return serr != unix.EAGAIN
+	}); err != nil {
+		return fmt.Errorf("sending control message: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("sending control message: %w", os.NewSyscallError("send", serr))
+	}
+	return nil
+}
+
+// Receive reads one message, waiting at most until ctx ends. A closed peer
+// gives io.EOF; a truncated packet is ErrTooLarge.
+func (c *Channel) Receive(ctx context.Context) (Message, error) {
+	if d, ok := ctx.Deadline(); ok {
+		c.f.SetReadDeadline(d)
+	} else {
+		c.f.SetReadDeadline(time.Time{})
+	}
+	stop := context.AfterFunc(ctx, func() { c.f.SetReadDeadline(time.Now()) })
+	defer stop()
+	sc, err := c.f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, MaxMessage+1)
+	var n, flags int
+	var rerr error
+	if err := sc.Read(func(fd uintptr) bool {
+		n, _, flags, _, rerr = unix.Recvmsg(int(fd), buf, nil, unix.MSG_CMSG_CLOEXEC)
+		return rerr != unix.EAGAIN
+	}); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("receiving control message: %w", ctx.Err())
+		}
+		return nil, fmt.Errorf("receiving control message: %w", err)
+	}
+	if rerr != nil {
+		return nil, fmt.Errorf("receiving control message: %w", os.NewSyscallError("recvmsg", rerr))
+	}
+	if n == 0 {
+		return nil, io.EOF
+	}
+	if flags&unix.MSG_TRUNC != 0 || n > MaxMessage {
+		return nil, fmt.Errorf("receiving control message: %w", ErrTooLarge)
+	}
+	return Decode(buf[:n])
+}
+
+// Expect receives one message of type T; a Failed message becomes an
+// error wrapping ErrFailed with its sentence.
+func Expect[T Message](ctx context.Context, c *Channel) (T, error) {
+	var zero T
+	m, err := c.Receive(ctx)
+	if err != nil {
+		return zero, err
+	}
+	if f, ok := m.(*Failed); ok {
+		return zero, fmt.Errorf("%w: %s", ErrFailed, f.Message)
+	}
+	t, ok := m.(T)
+	if !ok {
+		return zero, fmt.Errorf("control message %T, want %T: %w", m, zero, ErrUnexpected)
+	}
+	return t, nil
+}
