@@ -1,0 +1,543 @@
+package coordinator
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/config"
+	"lazaret.dev/pkg/control"
+	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/image/build"
+	imgstore "lazaret.dev/pkg/image/store"
+	"lazaret.dev/pkg/layout"
+	"lazaret.dev/pkg/paths"
+	"lazaret.dev/pkg/protocol"
+	"lazaret.dev/pkg/testgate"
+)
+
+const (
+	testImage     = "localhost/lazaret-coordinator-test:1"
+	testProfile   = "e2e"
+	secretHostVar = "LZ_E2E_SECRET_SOURCE"
+)
+
+// repoRoot is the repository root (three levels above this package).
+func repoRoot(t testing.TB) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// findRunsc returns $LAZARET_RUNSC or <repo>/bin/runsc.
+func findRunsc(t testing.TB) string {
+	var p string
+	testgate.Require(t, "runsc ($LAZARET_RUNSC or bin/runsc from `make runsc`)", func() error {
+		if v := os.Getenv(EnvRunsc); v != "" {
+			p = v
+		} else {
+			p = filepath.Join(repoRoot(t), "bin", "runsc")
+		}
+		_, err := os.Stat(p)
+		return err
+	})
+	return p
+}
+
+// buildHelpers builds the four Lazaret binaries the coordinator runs into
+// one directory (static, as released). $LAZARET_LIBEXEC_DIR, when set, names prebuilt binaries instead (a run
+// as another user without a Go toolchain of its own).
+func buildHelpers(t testing.TB) string {
+	t.Helper()
+	if d := os.Getenv("LAZARET_LIBEXEC_DIR"); d != "" {
+		return d
+	}
+	dir := t.TempDir()
+	root := repoRoot(t)
+	for _, m := range []string{"lazaret-coordinator", "lazaret-anchor", "lazaret-supervisor", "lazaret-guest"} {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, m), ".")
+		cmd.Dir = filepath.Join(root, m)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", m, err, out)
+		}
+	}
+	return dir
+}
+
+// busyboxImage stores a busybox image (Debian's busybox-static) in the
+// image store of storage.
+func busyboxImage(t testing.TB, storage string) {
+	t.Helper()
+	bb := testgate.Command(t, "busybox")
+	out, err := exec.Command("readelf", "-l", bb).CombinedOutput()
+	if err == nil && bytes.Contains(out, []byte("program interpreter")) {
+		testgate.Require(t, "a static busybox (apt-get install busybox-static)", func() error { return fmt.Errorf("%s is dynamically linked", bb) })
+	}
+	tree := t.TempDir()
+	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "etc", "root", "tmp", "home/agent", "workspace"} {
+		if err := os.MkdirAll(filepath.Join(tree, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(filepath.Join(tree, "tmp"), 0o1777)
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "bin/busybox"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	list, err := exec.Command(bb, "--list-full").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, applet := range strings.Fields(string(list)) {
+		if applet == "bin/busybox" {
+			continue
+		}
+		os.Remove(filepath.Join(tree, applet))
+		if err := os.Symlink("/bin/busybox", filepath.Join(tree, applet)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(tree, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
+	os.WriteFile(filepath.Join(tree, "etc/group"), []byte("root:x:0:\n"), 0o644)
+	layer, err := build.Layer(tree, build.Options{Time: time.Unix(1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := build.Image([]v1.Layer{layer}, build.Config{Cmd: []string{"/bin/sh"}, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := imgstore.Open(filepath.Join(storage, "images"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(context.Background(), testImage, img, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// env is one end-to-end environment: a storage root, a runtime root, a
+// workspace and a configuration.
+type env struct {
+	bin, runsc         string
+	storage, xdgRun    string
+	workspace, cfgFile string
+	secret             string
+	environ            []string
+	domain             ids.DomainID
+	fingerprint        string
+	paths              control.Paths
+}
+
+func newEnv(t *testing.T) *env {
+	e := &env{runsc: findRunsc(t)}
+	testgate.Command(t, "git")
+	testgate.Command(t, "nsenter")
+	e.bin = buildHelpers(t)
+	base := t.TempDir()
+	os.Chmod(base, 0o700)
+	e.storage = filepath.Join(base, "storage")
+	e.xdgRun = filepath.Join(base, "run")
+	e.workspace = filepath.Join(base, "ws")
+	for _, d := range []string{e.storage, e.xdgRun, e.workspace} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("git", "init", "-q", e.workspace).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	busyboxImage(t, e.storage)
+	e.secret = "s3cr3t-" + hex.EncodeToString(randBytes(12))
+	e.cfgFile = filepath.Join(base, "config.toml")
+	cfg := fmt.Sprintf(`schema = "lazaret-trusted-host-config-v1"
+[storage]
+data_root = %q
+[network]
+default_allow = []
+default_deny = []
+[profiles.%s]
+image = %q
+persistent_dirs = ["/home/agent"]
+allow_egress = ["192.0.2.0/24"]
+[profiles.%s.env]
+E2E_SECRET = "env:%s"
+[profiles.%s.readiness]
+denied = [{ address = "198.51.100.1", port = 443 }]
+permitted = [{ address = "192.0.2.1", port = 443 }]
+dns = [{ resolver = "192.0.2.53", query = "example.com" }]
+`, e.storage, testProfile, testImage, testProfile, secretHostVar, testProfile)
+	if err := os.WriteFile(e.cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.environ = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + base,
+		"XDG_RUNTIME_DIR=" + e.xdgRun,
+		"XDG_DATA_HOME=" + filepath.Join(base, "data"),
+		"XDG_CONFIG_HOME=" + filepath.Join(base, "config"),
+		"LAZARET_LIBEXEC_DIR=" + e.bin,
+		EnvRunsc + "=" + e.runsc,
+		secretHostVar + "=" + e.secret,
+	}
+	if v := os.Getenv(EnvRunscPlatform); v != "" {
+		e.environ = append(e.environ, EnvRunscPlatform+"="+v)
+	}
+	lookup := func(k string) (string, bool) {
+		for _, kv := range e.environ {
+			if name, v, _ := strings.Cut(kv, "="); name == k {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	ws, err := paths.Workspace(e.workspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.workspace = ws
+	rc, err := config.ResolveFile(config.Options{
+		Profile: testProfile, Workspace: ws, Layout: layout.Production(),
+		Environment: paths.Environment{LookupEnv: lookup, UID: os.Getuid()}, File: e.cfgFile,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := rc.Fingerprint()
+	e.fingerprint = hex.EncodeToString(fp[:])
+	e.domain = rc.DomainID()
+	if err := paths.EnsureRuntimeRoot(rc.RuntimeRoot(), os.Getuid()); err != nil {
+		t.Fatal(err)
+	}
+	e.paths = control.DomainPaths(rc.RuntimeRoot(), e.domain)
+	rc.Close()
+	if err := os.MkdirAll(e.paths.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func randBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+// hc is a running coordinator.
+type hc struct {
+	cmd    *exec.Cmd
+	lock   *os.File
+	report []string
+	ready  time.Duration
+	done   chan struct{} // closed when the process has been waited for
+	err    error
+}
+
+// start spawns `lazaret-coordinator serve` as the CLI does and waits for
+// its start report.
+func (e *env) start(t *testing.T, linger time.Duration) *hc {
+	t.Helper()
+	lock, err := os.OpenFile(filepath.Join(e.paths.Dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("domain lock busy: %v", err)
+	}
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.OpenFile(filepath.Join(e.paths.Dir, "coordinator.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(e.bin, "lazaret-coordinator"), "serve",
+		"--config", e.cfgFile, "--profile", testProfile, "--workspace", e.workspace,
+		"--fingerprint", e.fingerprint, "--linger", linger.String())
+	cmd.Env = e.environ
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{lock, rw}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rw.Close()
+	logf.Close()
+	h := &hc{cmd: cmd, lock: lock, done: make(chan struct{})}
+	go func() { h.err = cmd.Wait(); close(h.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-h.done:
+		default:
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-h.done:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+			}
+		}
+	})
+	sc := bufio.NewScanner(rr)
+	for sc.Scan() {
+		line := sc.Text()
+		h.report = append(h.report, line)
+		if line == "ready" {
+			h.ready = time.Since(t0)
+			break
+		}
+		if strings.HasPrefix(line, "error ") {
+			t.Fatalf("coordinator start failed: %s\n%s", line, e.log(t))
+		}
+	}
+	if h.ready == 0 {
+		t.Fatalf("coordinator exited during start (report %q)\n%s", h.report, e.log(t))
+	}
+	rr.Close()
+	// The CLI closes its copy after ready; the HC holds the lock now.
+	lock.Close()
+	return h
+}
+
+func (e *env) log(t *testing.T) string {
+	b, _ := os.ReadFile(filepath.Join(e.paths.Dir, "coordinator.log"))
+	return string(b)
+}
+
+// client dials, enrolls and returns a client and a fresh-session binder.
+func (e *env) client(t *testing.T) (*control.Client, func() protocol.SessionBinding) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := control.Dial(ctx, e.paths.Socket, e.paths.Identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cred, err := c.Enroll(ctx, ids.CLIID(ids.New()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := c.Publication().GenerationIdentity
+	return c, func() protocol.SessionBinding {
+		k, err := protocol.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := protocol.SessionBinding{GenerationIdentity: gen, CLIID: cred.CLIID(), SessionID: ids.SessionID(ids.New()), SessionAnchorPublicKey: k.Public()}
+		if _, err := c.Register(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+}
+
+func execute(t *testing.T, c *control.Client, b protocol.SessionBinding, argv ...string) (string, string, protocol.SessionExit) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	exit, err := c.Execute(context.Background(), b.SessionID, argv, &out, &errb)
+	if err != nil {
+		t.Fatalf("execute %q: %v", argv, err)
+	}
+	return out.String(), errb.String(), exit
+}
+
+func code(x protocol.SessionExit) int {
+	if x.Outcome != protocol.ExitExited || x.ExitCode == nil {
+		return -1
+	}
+	return int(*x.ExitCode)
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	h := e.start(t, time.Second)
+	t.Logf("start report %q, start to ready %v", h.report, h.ready)
+	c, session := e.client(t)
+
+	t.Run("execute", func(t *testing.T) {
+		out, errs, x := execute(t, c, session(), "echo", "hi")
+		if out != "hi\n" || errs != "" || code(x) != 0 {
+			t.Fatalf("echo hi: stdout %q stderr %q exit %+v", out, errs, x)
+		}
+	})
+	t.Run("failing command keeps streams apart", func(t *testing.T) {
+		out, errs, x := execute(t, c, session(), "/bin/sh", "-c", "echo out; echo err >&2; exit 3")
+		if out != "out\n" || errs != "err\n" || code(x) != 3 {
+			t.Fatalf("stdout %q stderr %q exit %+v", out, errs, x)
+		}
+	})
+	t.Run("secret visible inside", func(t *testing.T) {
+		out, _, x := execute(t, c, session(), "/bin/sh", "-c", "echo \"$E2E_SECRET\"")
+		if out != e.secret+"\n" || code(x) != 0 {
+			t.Fatalf("E2E_SECRET inside = %q, exit %+v", out, x)
+		}
+	})
+	t.Run("persistent write", func(t *testing.T) {
+		_, errs, x := execute(t, c, session(), "/bin/sh", "-c", "echo kept > /home/agent/keep")
+		if code(x) != 0 {
+			t.Fatalf("write: %q %+v", errs, x)
+		}
+	})
+	t.Run("interactive", func(t *testing.T) {
+		b := session()
+		s, err := c.Interactive(context.Background(), protocol.InteractiveSessionRequest{
+			SessionID: b.SessionID, Argv: []string{"/bin/sh"},
+			InitialSize: protocol.TerminalResize{SessionID: b.SessionID, Rows: 24, Columns: 80},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.Input([]byte("echo inter$((40+2))\n")); err != nil {
+			t.Fatal(err)
+		}
+		var screen strings.Builder
+		var exit *protocol.SessionExit
+		sentExit := false
+		deadline := time.Now().Add(30 * time.Second)
+		for exit == nil && time.Now().Before(deadline) {
+			batch, err := s.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("recv: %v (screen %q)", err, screen.String())
+			}
+			for _, m := range batch.Messages {
+				if m.Terminal == nil {
+					continue
+				}
+				if m.Terminal.Output != nil {
+					screen.Write(m.Terminal.Output.Bytes)
+				}
+				if m.Terminal.Exit != nil {
+					exit = m.Terminal.Exit
+				}
+			}
+			if !sentExit && strings.Contains(screen.String(), "inter42") {
+				sentExit = true
+				if err := s.Input([]byte("exit 5\n")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if !strings.Contains(screen.String(), "inter42") {
+			t.Fatalf("screen %q lacks the echo", screen.String())
+		}
+		if exit == nil || code(*exit) != 5 {
+			t.Fatalf("interactive exit %+v (screen %q)", exit, screen.String())
+		}
+	})
+	c.Close()
+
+	waitExit(t, e, h)
+	if os.Getenv("LZ_E2E_DUMP_LOG") != "" {
+		t.Log(e.log(t))
+	}
+	checkNothingLeft(t, e)
+
+	t.Run("second generation sees the persistent file", func(t *testing.T) {
+		t0 := time.Now()
+		h2 := e.start(t, 0)
+		t.Logf("second start: report %q, start to ready %v (wall %v)", h2.report, h2.ready, time.Since(t0))
+		c2, session2 := e.client(t)
+		out, _, x := execute(t, c2, session2(), "cat", "/home/agent/keep")
+		if out != "kept\n" || code(x) != 0 {
+			t.Fatalf("cat keep: %q %+v", out, x)
+		}
+		c2.Close()
+		waitExit(t, e, h2)
+		checkNothingLeft(t, e)
+	})
+	t.Run("secret in no file", func(t *testing.T) {
+		for _, root := range []string{e.storage, e.xdgRun} {
+			filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+				if err != nil || !info.Mode().IsRegular() {
+					return nil
+				}
+				b, err := os.ReadFile(p)
+				if err == nil && bytes.Contains(b, []byte(e.secret)) {
+					t.Errorf("secret found in %q", p)
+				}
+				return nil
+			})
+		}
+	})
+}
+
+func waitExit(t *testing.T, e *env, h *hc) {
+	t.Helper()
+	t0 := time.Now()
+	defer func() { t.Logf("coordinator exited %v after the last command", time.Since(t0)) }()
+	select {
+	case <-h.done:
+		if h.err != nil {
+			t.Fatalf("coordinator exited with %v\n%s", h.err, e.log(t))
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("coordinator did not linger out\n%s", e.log(t))
+	}
+}
+
+// checkNothingLeft checks that no mount, process or lock of the test's
+// generations remains.
+func checkNothingLeft(t *testing.T, e *env) {
+	t.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{e.storage, e.xdgRun, e.workspace} {
+		if bytes.Contains(mi, []byte(root)) {
+			t.Errorf("host mount table still mentions %q", root)
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(b, []byte(e.xdgRun)) || bytes.Contains(b, []byte(e.storage)) {
+			t.Errorf("process %s still runs: %q", p, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(e.paths.Dir, "lock"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Errorf("domain lock still held: %v", err)
+	}
+	unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	for _, p := range []string{e.paths.Socket, e.paths.Identity} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%q still exists", p)
+		}
+	}
+	gens, _ := filepath.Glob(filepath.Join(e.paths.Dir, "gen-*"))
+	if len(gens) != 0 {
+		t.Errorf("generation directories left: %q", gens)
+	}
+}

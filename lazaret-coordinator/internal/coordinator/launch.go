@@ -1,0 +1,128 @@
+package coordinator
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/hostid"
+)
+
+// launcher starts the HC's gated children (the `runsc exec` clients) from
+// one goroutine locked to its OS thread for the process's lifetime. The
+// kernel sends a child's parent-death signal when the thread that forked it
+// exits (golang/go#27505); this thread never exits, so every exec client
+// dies with the HC.
+type launcher struct {
+	reqs chan launchReq
+}
+
+type launchReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func newLauncher() *launcher {
+	l := &launcher{reqs: make(chan launchReq)}
+	go func() {
+		runtime.LockOSThread()
+		for r := range l.reqs {
+			r.done <- r.cmd.Start()
+		}
+	}()
+	return l
+}
+
+// gated is a child held by `lazaret-supervisor gate` until opened, so its
+// pidfs identity is recorded before the program runs; execve keeps the
+// PID, pidfs inode and start time.
+type gated struct {
+	cmd      *exec.Cmd
+	pidfd    int
+	identity hostid.PidfsProcessIdentityV1
+	gate     *os.File // write end of the gate pipe
+	status   *os.File // read end of the exec-status pipe
+}
+
+// ErrGate means a gated child did not execute its program.
+var ErrGate = errors.New("gated child did not execute its program")
+
+// start starts cmd (whose Path and Args are the program) behind
+// supervisor's gate. extra become descriptors 5 and up of the program.
+func (l *launcher) start(supervisor string, cmd *exec.Cmd, extra []*os.File, setctty bool) (*gated, error) {
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating the gate pipe: %w", err)
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		gateR.Close()
+		gateW.Close()
+		return nil, fmt.Errorf("creating the exec-status pipe: %w", err)
+	}
+	program := cmd.Args
+	cmd.Path = supervisor
+	cmd.Args = append([]string{supervisor, "gate", "--"}, program...)
+	cmd.ExtraFiles = append([]*os.File{gateR, statusW}, extra...)
+	pidfd := -1
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setsid:    true,
+		Setctty:   setctty,
+		Pdeathsig: syscall.SIGKILL,
+		PidFD:     &pidfd,
+	}
+	done := make(chan error, 1)
+	l.reqs <- launchReq{cmd: cmd, done: done}
+	err = <-done
+	gateR.Close()
+	statusW.Close()
+	if err != nil {
+		gateW.Close()
+		statusR.Close()
+		return nil, fmt.Errorf("starting %q: %w", program[0], err)
+	}
+	g := &gated{cmd: cmd, pidfd: pidfd, gate: gateW, status: statusR}
+	if g.identity, err = hostid.IdentityOf(pidfd); err != nil {
+		g.abandon()
+		return nil, fmt.Errorf("identifying the gated child: %w", err)
+	}
+	return g, nil
+}
+
+// open releases the gate and waits for the exec status: EOF means the
+// program runs.
+func (g *gated) open() error {
+	_, err := g.gate.Write([]byte{'G'})
+	g.gate.Close()
+	if err != nil {
+		g.status.Close()
+		return fmt.Errorf("opening the gate: %w", err)
+	}
+	var b [4]byte
+	n, err := io.ReadFull(g.status, b[:])
+	g.status.Close()
+	switch {
+	case n == 0 && (err == io.EOF):
+		return nil
+	case n == 4:
+		return fmt.Errorf("%w: %v", ErrGate, unix.Errno(binary.BigEndian.Uint32(b[:])))
+	}
+	return fmt.Errorf("%w: exec status unreadable: %v", ErrGate, err)
+}
+
+// abandon closes the gate without opening it (the gate exits 125) and
+// reaps the child.
+func (g *gated) abandon() {
+	g.gate.Close()
+	g.status.Close()
+	unix.PidfdSendSignal(g.pidfd, unix.SIGKILL, nil, 0)
+	g.cmd.Wait()
+	unix.Close(g.pidfd)
+}

@@ -1,0 +1,107 @@
+package coordinator
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Step is one step of a generation's start order. Steps are the model's
+// actions (tla/Lazaret.tla) that acquire something.
+type Step int
+
+// The steps in the model's start order.
+const (
+	StepPrepare    Step = iota + 1 // PreparedLower lease
+	StepAnchor                     // MountStateAnchor
+	StepTrust                      // CreateTrustAnchor
+	StepGitRouting                 // the /workspace view
+	StepNetwork                    // StartSidecar
+	StepSandbox                    // StartRuntimeSupervisor, ArmRuntimeCausalEdge, StartSandbox
+	StepPublish                    // PublishDomain
+)
+
+var stepNames = map[Step]string{
+	StepPrepare:    "prepare",
+	StepAnchor:     "anchor",
+	StepTrust:      "trust",
+	StepGitRouting: "workspace",
+	StepNetwork:    "network",
+	StepSandbox:    "sandbox",
+	StepPublish:    "publish",
+}
+
+// String is the step's name in the start report ("step prepare").
+func (s Step) String() string {
+	if n, ok := stepNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("step(%d)", int(s))
+}
+
+// PlanInput says which optional participants a generation has.
+type PlanInput struct {
+	// GitRoutingDaemon: the workspace view is a lazaret-gitroute daemon
+	// (a GitRouting participant); false for the plain bind, which is part
+	// of the sandbox's own mounts.
+	GitRoutingDaemon bool
+	// NetworkSidecar: the network is a sidecar in an enforcement namespace
+	// (Network and Helper participants); false for --network=none.
+	NetworkSidecar bool
+}
+
+// StartOrder returns the steps of a generation in the model's order,
+// leaving out the participants the input does not have. The trust anchor
+// and the workspace view are always steps: the view exists either as a
+// daemon or as a bind the sandbox step mounts, but it is prepared here.
+func StartOrder(in PlanInput) []Step {
+	order := []Step{StepPrepare, StepAnchor, StepTrust, StepGitRouting}
+	if in.NetworkSidecar {
+		order = append(order, StepNetwork)
+	}
+	return append(order, StepSandbox, StepPublish)
+}
+
+// ReleaseOrder returns what to release, in order, when the steps in done
+// were completed (or begun: a step that failed half way is released too):
+// the reverse of the start order, as the model's teardown and recovery
+// release (BeginTeardown withdraws the publication first, then
+// StopSandbox, StopSidecar, UnmountStateAnchor, and the lease last). The
+// trust anchor holds no runtime resource outside the generation's
+// directory and is released with it.
+func ReleaseOrder(done []Step) ([]Step, error) {
+	seen := map[Step]bool{}
+	for _, s := range done {
+		if _, ok := stepNames[s]; !ok {
+			return nil, fmt.Errorf("release plan: unknown %v", s)
+		}
+		if seen[s] {
+			return nil, fmt.Errorf("release plan: %v listed twice", s)
+		}
+		seen[s] = true
+	}
+	out := slices.Clone(done)
+	slices.SortFunc(out, func(a, b Step) int { return int(b) - int(a) })
+	return out, nil
+}
+
+// CheckOrder verifies that steps follow the model's start order: each step
+// after every step it depends on, and nothing repeated.
+func CheckOrder(steps []Step) error {
+	last := Step(0)
+	for i, s := range steps {
+		if _, ok := stepNames[s]; !ok {
+			return fmt.Errorf("start order: unknown %v at %d", s, i)
+		}
+		if s <= last {
+			return fmt.Errorf("start order: %v at %d comes after %v", s, i, last)
+		}
+		last = s
+	}
+	if len(steps) == 0 || steps[len(steps)-1] != StepPublish {
+		return fmt.Errorf("start order: publication must be the last step")
+	}
+	if !slices.Contains(steps, StepAnchor) || !slices.Contains(steps, StepSandbox) || !slices.Contains(steps, StepTrust) {
+		return fmt.Errorf("start order: the State Anchor, trust anchor and Sandbox steps are required")
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package coordinator
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStartOrder(t *testing.T) {
+	cases := []struct {
+		name string
+		in   PlanInput
+		want []Step
+	}{
+		{"bind view, no network", PlanInput{}, []Step{StepPrepare, StepAnchor, StepTrust, StepGitRouting, StepSandbox, StepPublish}},
+		{"sidecar network", PlanInput{NetworkSidecar: true}, []Step{StepPrepare, StepAnchor, StepTrust, StepGitRouting, StepNetwork, StepSandbox, StepPublish}},
+		{"gitroute daemon", PlanInput{GitRoutingDaemon: true, NetworkSidecar: true}, []Step{StepPrepare, StepAnchor, StepTrust, StepGitRouting, StepNetwork, StepSandbox, StepPublish}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := StartOrder(tc.in)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("StartOrder = %v, want %v", got, tc.want)
+			}
+			if err := CheckOrder(got); err != nil {
+				t.Fatalf("CheckOrder: %v", err)
+			}
+		})
+	}
+}
+
+func TestCheckOrderRefuses(t *testing.T) {
+	cases := map[string][]Step{
+		"empty":                 nil,
+		"sandbox before anchor": {StepPrepare, StepSandbox, StepAnchor, StepTrust, StepPublish},
+		"publish not last":      {StepPrepare, StepAnchor, StepTrust, StepPublish, StepSandbox},
+		"repeated":              {StepPrepare, StepAnchor, StepAnchor, StepTrust, StepSandbox, StepPublish},
+		"no trust anchor":       {StepPrepare, StepAnchor, StepSandbox, StepPublish},
+		"unknown":               {StepPrepare, Step(99)},
+	}
+	for name, steps := range cases {
+		t.Run(name, func(t *testing.T) {
+			if err := CheckOrder(steps); err == nil {
+				t.Fatalf("CheckOrder(%v) accepted", steps)
+			}
+		})
+	}
+}
+
+func TestReleaseOrder(t *testing.T) {
+	cases := []struct {
+		name string
+		done []Step
+		want []Step
+	}{
+		{"full generation", StartOrder(PlanInput{NetworkSidecar: true}),
+			[]Step{StepPublish, StepSandbox, StepNetwork, StepGitRouting, StepTrust, StepAnchor, StepPrepare}},
+		{"failed in the sandbox step", []Step{StepPrepare, StepAnchor, StepTrust, StepGitRouting, StepSandbox},
+			[]Step{StepSandbox, StepGitRouting, StepTrust, StepAnchor, StepPrepare}},
+		{"failed preparing", []Step{StepPrepare}, []Step{StepPrepare}},
+		{"nothing", nil, []Step{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReleaseOrder(tc.done)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+				t.Fatalf("ReleaseOrder = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := ReleaseOrder([]Step{StepAnchor, StepAnchor}); err == nil {
+		t.Fatal("ReleaseOrder accepted a repeated step")
+	}
+}
+
+func TestRunscCommandLines(t *testing.T) {
+	r := Runsc{Path: "/opt/runsc", Root: "/run/x/gen/runsc", Platform: "systrap"}
+	global := "/opt/runsc --root=/run/x/gen/runsc --platform=systrap --network=none --ignore-cgroups --host-uds=none --host-fifo=none --gofer-network-namespace=new --overlay2=none"
+	cases := []struct {
+		name string
+		argv []string
+		want string
+	}{
+		{"run", r.Run("/b", "c1"), global + " run --bundle=/b c1"},
+		{"exec", r.Exec("c1", "/proc/self/fd/5", "/p/s.pid"), global + " exec --process=/proc/self/fd/5 --internal-pid-file=/p/s.pid c1"},
+		{"kill container", r.Kill("c1", 0, "KILL"), global + " kill c1 KILL"},
+		{"kill process", r.Kill("c1", 7, "KILL"), global + " kill --pid=7 c1 KILL"},
+		{"delete", r.Delete("c1"), global + " delete --force c1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := strings.Join(tc.argv, " "); got != tc.want {
+				t.Fatalf("argv\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+	if slices.Contains(r.Global(), "--rootless") {
+		t.Fatal("--rootless must not be passed inside the State Anchor's user namespace")
+	}
+}
+
+func TestChoosePlatform(t *testing.T) {
+	for in, want := range map[string]string{"": "systrap", "systrap": "systrap", "ptrace": "ptrace", "kvm": "kvm"} {
+		if got, err := ChoosePlatform(in); err != nil || got != want {
+			t.Errorf("ChoosePlatform(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := ChoosePlatform("gpu"); !errors.Is(err, ErrRunsc) {
+		t.Errorf("ChoosePlatform(gpu) error = %v", err)
+	}
+}
+
+func TestLocateRunscOverride(t *testing.T) {
+	cases := map[string]string{"relative": "bin/runsc", "missing": "/nonexistent/runsc", "directory": "/tmp"}
+	for name, v := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := LocateRunsc(func(k string) (string, bool) { return v, k == EnvRunsc }, nil)
+			if !errors.Is(err, ErrRunsc) || !strings.Contains(err.Error(), EnvRunsc) {
+				t.Fatalf("error = %v", err)
+			}
+		})
+	}
+}
+
+func TestIdleDeadline(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cases := []struct {
+		name   string
+		linger time.Duration
+		ever   bool
+		want   time.Duration
+	}{
+		{"after a command, linger 0", 0, true, 0},
+		{"after a command", 10 * time.Second, true, 10 * time.Second},
+		{"before any command, short linger waits the join window", 0, false, joinWindow},
+		{"before any command, long linger", time.Minute, false, time.Minute},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := idleDeadline(t0, tc.linger, tc.ever).Sub(t0); got != tc.want {
+				t.Fatalf("deadline after %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	if got := oneLine("a\nb\r\tc \x7f"); got != "a b  c" {
+		t.Fatalf("oneLine = %q", got)
+	}
+}

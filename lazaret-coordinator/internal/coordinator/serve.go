@@ -1,0 +1,334 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/anchor"
+	"lazaret.dev/pkg/config"
+	"lazaret.dev/pkg/control"
+	"lazaret.dev/pkg/domainstore"
+	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/layout"
+	"lazaret.dev/pkg/locate"
+	"lazaret.dev/pkg/paths"
+	"lazaret.dev/pkg/protocol"
+)
+
+// Options are the inputs of `lazaret-coordinator serve`.
+type Options struct {
+	ConfigFile  string
+	Profile     string
+	Workspace   string
+	Fingerprint string // 64 hex digits: ConfigurationFingerprintV1 as the CLI computed it
+	Linger      time.Duration
+	// Lock is the Domain lock, flocked by the CLI (fd 3); the HC holds it
+	// until it exits.
+	Lock *os.File
+	// Report is the start report (fd 4).
+	Report *os.File
+	// Environment is the process environment (the values behind env:
+	// references are read from it and kept in memory only).
+	Environment paths.Environment
+	// Log receives helper output (the anchor's log); Logger the HC's own.
+	Log    io.Writer
+	Logger *slog.Logger
+}
+
+// ErrFingerprint means the configuration resolved by the HC is not the
+// one the CLI resolved.
+var ErrFingerprint = errors.New("configuration fingerprint mismatch")
+
+// ErrLock means fd 3 is not the Domain's lock held by this process.
+var ErrLock = errors.New("domain lock not held")
+
+// ErrLiveGeneration means the Domain Store records a generation that did
+// not end.
+var ErrLiveGeneration = errors.New("the domain store records an unfinished generation")
+
+// joinWindow is how long a fresh generation waits for its first command
+// when --linger is shorter: the CLI that started it must have time to
+// connect after `ready`.
+const joinWindow = 5 * time.Second
+
+// Serve runs one generation: start, serve until idle for the linger, tear
+// down. It reports the start on opts.Report and returns nil after a clean
+// teardown.
+func Serve(ctx context.Context, opts Options) error {
+	// The Domain lock lives in the open file description behind opts.Lock
+	// for the coordinator's whole life and is released last, after teardown
+	// and the final report. The deferred close also keeps the *os.File
+	// reachable: otherwise its finalizer could close fd 3 mid-generation
+	// and drop the lock while the sandbox runs.
+	defer func() {
+		if opts.Lock != nil {
+			opts.Lock.Close()
+		}
+	}()
+	rep := newReport(opts.Report)
+	err := serve(ctx, opts, rep)
+	if err != nil {
+		rep.fail(err)
+	}
+	return err
+}
+
+func serve(ctx context.Context, opts Options, rep *report) error {
+	log := opts.Logger
+	if err := checkLockFD(opts.Lock); err != nil {
+		return err
+	}
+	ws, err := paths.Workspace(opts.Workspace)
+	if err != nil {
+		return fmt.Errorf("workspace %q: %w", opts.Workspace, err)
+	}
+	cfg, err := config.ResolveFile(config.Options{
+		Profile: opts.Profile, Workspace: ws, Layout: layout.Production(),
+		Environment: opts.Environment, File: opts.ConfigFile,
+	})
+	if err != nil {
+		return fmt.Errorf("resolving the configuration: %w", err)
+	}
+	defer cfg.Close()
+	fp := cfg.Fingerprint()
+	if got := hex.EncodeToString(fp[:]); got != opts.Fingerprint {
+		return fmt.Errorf("%w: the CLI resolved %s, the coordinator resolved %s; the configuration file changed in between, start again", ErrFingerprint, opts.Fingerprint, got)
+	}
+	domain := cfg.DomainID()
+	runtimeRoot := cfg.RuntimeRoot()
+	if err := paths.EnsureRuntimeRoot(runtimeRoot, opts.Environment.UID); err != nil {
+		return err
+	}
+	cp := control.DomainPaths(runtimeRoot, domain)
+	if err := sameFile(opts.Lock, filepath.Join(cp.Dir, "lock")); err != nil {
+		return err
+	}
+	help, err := findHelpers(opts.Environment)
+	if err != nil {
+		return err
+	}
+	m, err := anchor.HostIDMap()
+	if err != nil {
+		return fmt.Errorf("choosing the user-namespace ID map: %w", err)
+	}
+	st, err := domainstore.Create(cfg.StorageRoot(), domainstore.Domain{
+		DomainID: domain, ProfileName: cfg.Profile(), CanonicalWorkspace: cfg.Workspace(),
+	}, domainstore.Options{})
+	if err != nil {
+		return fmt.Errorf("opening the domain store: %w", err)
+	}
+	defer st.Close()
+	if err := noLiveGeneration(st); err != nil {
+		return err
+	}
+	selfPidfd, err := hostid.OpenPidfd(os.Getpid())
+	if err != nil {
+		return fmt.Errorf("opening the coordinator's own pidfd: %w", err)
+	}
+	defer unix.Close(selfPidfd)
+	self, err := hostid.IdentityOf(selfPidfd)
+	if err != nil {
+		return fmt.Errorf("identifying the coordinator: %w", err)
+	}
+
+	g := &generation{
+		log: log, cfg: cfg, store: st, help: help,
+		domain: domain, id: ids.GenerationID(ids.New()),
+		coordinator: ids.CoordinatorID(ids.New()), sandboxID: ids.SandboxID(ids.New()),
+		fingerprint: fp, self: self, selfPidfd: selfPidfd,
+		runtimeRoot: runtimeRoot, paths: cp, idMap: m,
+		participants: map[domainstore.Role]domainstore.Participant{},
+		view:         &bindView{dir: cfg.Workspace()},
+		network:      noNetwork{},
+	}
+	g.dir = filepath.Join(cp.Dir, "gen-"+g.id.String())
+	g.ident = protocol.GenerationIdentity{
+		AgentProfile: cfg.Profile(), DomainID: domain, GenerationID: g.id,
+		ConfigurationFingerprint: fp, CoordinatorID: g.coordinator, SandboxID: g.sandboxID,
+	}
+	g.log = log.With("generation", g.id.String())
+	if err := st.Update(func(tx *domainstore.Tx) error {
+		return tx.PutGeneration(domainstore.Generation{
+			DomainID: domain, GenerationID: g.id, ConfigurationFingerprint: fp,
+			CoordinatorID: g.coordinator, NetworkSidecarID: ids.SidecarID(ids.New()),
+			SandboxID: g.sandboxID, DurableDecision: domainstore.PhaseStarting,
+		})
+	}); err != nil {
+		return fmt.Errorf("recording the generation: %w", err)
+	}
+	g.log.Info("generation starting", "domain", domain.String(), "profile", cfg.Profile(), "workspace", cfg.Workspace(),
+		"runsc", help.Runsc, "platform", help.Platform, "id_map", m.String())
+
+	sess := newSessions(g)
+	if err := g.start(ctx, rep, opts.Log); err != nil {
+		g.log.Error("start failed", "err", err.Error())
+		rep.fail(err)
+		return errors.Join(err, g.fail(sess, nil, "start failed"))
+	}
+	srvCtx, cancelServer := context.WithCancel(context.Background())
+	served, err := g.serveControl(srvCtx, sess)
+	stopServer := func() {
+		cancelServer()
+		if served != nil {
+			<-served
+		}
+	}
+	if err != nil {
+		stopServer()
+		rep.fail(err)
+		return errors.Join(err, g.fail(sess, nil, "control server failed"))
+	}
+	if err := g.setPhase(domainstore.PhaseReady); err != nil {
+		rep.fail(err)
+		return errors.Join(err, g.fail(sess, stopServer, "recording Ready failed"))
+	}
+	rep.ready()
+	g.log.Info("generation ready", "socket", cp.Socket, "identity", cp.Identity)
+
+	reason := g.waitIdle(ctx, sess, opts.Linger)
+	g.log.Info("ending generation", "reason", reason.String())
+	if reason == endLost {
+		return g.fail(sess, stopServer, "runtime lost")
+	}
+	return g.teardown(sess, stopServer)
+}
+
+// start runs the start order.
+func (g *generation) start(ctx context.Context, rep *report, helperLog io.Writer) error {
+	if err := g.prepareGenerationDirs(); err != nil {
+		return err
+	}
+	for _, step := range StartOrder(PlanInput{GitRoutingDaemon: g.view.Participant(), NetworkSidecar: g.network.Participant()}) {
+		rep.step(step)
+		g.mu.Lock()
+		g.done = append(g.done, step)
+		g.mu.Unlock()
+		var err error
+		switch step {
+		case StepPrepare:
+			err = g.startPrepare(ctx)
+		case StepAnchor:
+			err = g.startAnchor(ctx, helperLog)
+		case StepTrust:
+			err = g.startTrust()
+		case StepGitRouting:
+			err = g.view.Start(ctx)
+		case StepNetwork:
+			err = g.network.Start(ctx)
+		case StepSandbox:
+			err = g.startSandbox(ctx)
+		case StepPublish:
+			err = g.startPublish()
+		}
+		if err != nil {
+			return &stepError{Step: step, Err: err}
+		}
+	}
+	return nil
+}
+
+// serveControl starts the control server on the published listener.
+func (g *generation) serveControl(ctx context.Context, sess *sessions) (<-chan struct{}, error) {
+	srv, err := control.NewServer(control.Config{
+		CA: g.trust.ca, TLS: g.trust.serverTLS,
+		CoordinatorKey: g.trust.coordinatorKey, Coordinator: g.trust.coordinator, Sandbox: g.trust.sandbox,
+		Sessions: sess, OnRegister: sess.register, Logger: g.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building the control server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Withdrawing the publication closes the listener first (the
+		// model's BeginTeardown), which ends Serve with net.ErrClosed.
+		if err := srv.Serve(ctx, g.staged.Listener); err != nil && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+			g.log.Error("control server stopped", "err", err.Error())
+		}
+	}()
+	return done, nil
+}
+
+// checkLockFD checks that f is a regular file this process holds an
+// exclusive flock on. flock on the open file description the CLI locked
+// succeeds again; on any other it would block, so LOCK_NB fails.
+func checkLockFD(f *os.File) error {
+	if f == nil {
+		return fmt.Errorf("%w: no lock descriptor (fd 3) was passed; the coordinator is started by lazaret-cli", ErrLock)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("%w: fd 3: %v", ErrLock, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("%w: fd 3 is not a regular file", ErrLock)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fmt.Errorf("%w: fd 3 is locked by another holder: %v", ErrLock, err)
+	}
+	return nil
+}
+
+// sameFile checks that f is the file at path.
+func sameFile(f *os.File, path string) error {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &a); err != nil {
+		return fmt.Errorf("%w: fd 3: %v", ErrLock, err)
+	}
+	if err := unix.Lstat(path, &b); err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrLock, path, err)
+	}
+	if a.Dev != b.Dev || a.Ino != b.Ino {
+		return fmt.Errorf("%w: fd 3 is not the Domain lock %q", ErrLock, path)
+	}
+	return nil
+}
+
+// noLiveGeneration refuses to start over a generation that did not end.
+func noLiveGeneration(st *domainstore.Store) error {
+	return st.View(func(tx *domainstore.Tx) error {
+		c, err := tx.Scan()
+		if err != nil {
+			return fmt.Errorf("scanning the domain store %q: %w", st.Path(), err)
+		}
+		for _, g := range c.Generations {
+			if g.Generation.DurableDecision != domainstore.PhaseAbsent {
+				return fmt.Errorf("%w: generation %s in %v in %q; recover it with `lazaret-cli recover`", ErrLiveGeneration, g.Generation.GenerationID, g.Generation.DurableDecision, st.Path())
+			}
+		}
+		return nil
+	})
+}
+
+// findHelpers locates the helper programs and the runsc platform.
+func findHelpers(env paths.Environment) (helpers, error) {
+	f, err := locate.New()
+	if err != nil {
+		return helpers{}, fmt.Errorf("locating helper binaries: %w", err)
+	}
+	var h helpers
+	for name, dst := range map[string]*string{"lazaret-anchor": &h.Anchor, "lazaret-supervisor": &h.Supervisor, "lazaret-guest": &h.Guest} {
+		if *dst, err = f.Find(name); err != nil {
+			return helpers{}, fmt.Errorf("locating %s: %w", name, err)
+		}
+	}
+	if h.Runsc, err = LocateRunsc(env.LookupEnv, f); err != nil {
+		return helpers{}, err
+	}
+	v, _ := env.LookupEnv(EnvRunscPlatform)
+	if h.Platform, err = ChoosePlatform(v); err != nil {
+		return helpers{}, err
+	}
+	return h, nil
+}

@@ -1,0 +1,603 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/bundle"
+	"lazaret.dev/pkg/control"
+	"lazaret.dev/pkg/domainstore"
+	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/mailbox"
+	"lazaret.dev/pkg/protocol"
+	"lazaret.dev/pkg/store"
+)
+
+// processFD is the descriptor number of the sealed memfd holding the
+// session's process spec in the exec client (after the gate's 3 and 4).
+const processFD = 5
+
+// Errors of session handling.
+var (
+	// ErrStopping means the generation is tearing down or has failed.
+	ErrStopping = errors.New("the sandbox is stopping")
+	// ErrTerminalUsed means the session already ran its terminal: a
+	// session's terminal record is single-use, so each command runs in a
+	// freshly registered session.
+	ErrTerminalUsed = errors.New("the session has already run a command; register a new session")
+)
+
+// sessions is the Host Coordinator's control.Sessions: every command runs
+// through a gated `runsc exec` client inside the State Anchor's
+// namespaces, recorded as the session's SessionTerminal.
+type sessions struct {
+	g  *generation
+	l  *launcher
+	mu sync.Mutex
+	// registered sessions and whether their terminal was used.
+	registered map[ids.SessionID]bool
+	active     int
+	idleSince  time.Time
+	everActive bool
+	closing    bool
+	changed    chan struct{} // receives after every change of active
+	// abort is closed when every running command must end: the sandbox
+	// runtime was lost (lostFlag set) or the generation is stopping.
+	abort     chan struct{}
+	abortOnce sync.Once
+	lostFlag  bool
+}
+
+func newSessions(g *generation) *sessions {
+	return &sessions{
+		g: g, l: newLauncher(),
+		registered: map[ids.SessionID]bool{},
+		idleSince:  time.Now(),
+		changed:    make(chan struct{}, 1),
+		abort:      make(chan struct{}),
+	}
+}
+
+func (s *sessions) notify() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// register records a new session (control.Config.OnRegister).
+func (s *sessions) register(_ context.Context, b protocol.SessionBinding) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ErrStopping
+	}
+	s.registered[b.SessionID] = false
+	s.idleSince = time.Now()
+	s.mu.Unlock()
+	s.notify()
+	return s.g.store.Update(func(tx *domainstore.Tx) error {
+		return tx.PutSession(domainstore.Session{
+			GenerationID: s.g.id, SessionID: b.SessionID, CLIID: b.CLIID,
+			SessionAnchorID: anchorDigest(b.SessionAnchorPublicKey),
+			SessionPhase:    domainstore.SessionAttached,
+		})
+	})
+}
+
+// begin claims the session's terminal and counts the command as active.
+func (s *sessions) begin(id ids.SessionID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return ErrStopping
+	}
+	if used, ok := s.registered[id]; ok && used {
+		return ErrTerminalUsed
+	}
+	s.registered[id] = true
+	s.active++
+	s.everActive = true
+	return nil
+}
+
+func (s *sessions) end() {
+	s.mu.Lock()
+	s.active--
+	s.idleSince = time.Now()
+	s.mu.Unlock()
+	s.notify()
+}
+
+// idle reports how long no command has run; ok is false while one runs.
+func (s *sessions) idle() (since time.Time, ok bool, ever bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idleSince, s.active == 0, s.everActive
+}
+
+// close refuses new commands; it returns the registered session IDs.
+func (s *sessions) close() []ids.SessionID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing = true
+	out := make([]ids.SessionID, 0, len(s.registered))
+	for id := range s.registered {
+		out = append(out, id)
+	}
+	return out
+}
+
+// stopAll ends every running command; lost says the sandbox runtime is
+// gone (their outcome is RuntimeLost, else Terminated).
+func (s *sessions) stopAll(lost bool) {
+	s.mu.Lock()
+	if lost {
+		s.lostFlag = true
+	}
+	s.closing = true
+	s.mu.Unlock()
+	s.abortOnce.Do(func() { close(s.abort) })
+}
+
+func (s *sessions) isLost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lostFlag
+}
+
+// wait blocks until no command runs.
+func (s *sessions) waitIdle() {
+	for {
+		if _, ok, _ := s.idle(); ok {
+			return
+		}
+		<-s.changed
+	}
+}
+
+// processSpec returns the session's process spec in a sealed memfd: it
+// holds the resolved env: values and never touches a file system.
+func (s *sessions) processSpec(b protocol.SessionBinding, capability protocol.SessionRequestCapability, argv []string, terminal bool, size protocol.TerminalResize) (*os.File, error) {
+	g := s.g
+	env := make([]string, 0, len(g.cfg.EnvironmentReferences())+1)
+	for _, ref := range g.cfg.EnvironmentReferences() {
+		if v, ok := g.cfg.EnvironmentValue(ref.SandboxName); ok {
+			env = append(env, ref.SandboxName+"="+v)
+		}
+	}
+	capEnv, err := mailbox.EncodeCapability(&capability)
+	if err != nil {
+		return nil, err
+	}
+	env = append(env, mailbox.EnvCapability+"="+capEnv)
+	spec, err := bundle.Session(bundle.SessionInput{
+		Image: g.bundleImage(), User: g.sandbox.user, Argv: argv, Env: env,
+		Terminal: terminal, Rows: size.Rows, Columns: size.Columns,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("planning the session process: %w", err)
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the session process: %w", err)
+	}
+	return sealedMemfd("lazaret-session-process", data)
+}
+
+// sealedMemfd returns a memfd holding data, sealed against every change.
+func sealedMemfd(name string, data []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("creating a memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("writing the memfd: %w", err)
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sealing the memfd: %w", err)
+	}
+	return f, nil
+}
+
+// run is one running exec client and its terminal record.
+type run struct {
+	s        *sessions
+	id       ids.SessionID
+	term     domainstore.SessionTerminal
+	gc       *gated
+	pidFile  string
+	guestPID int
+	killed   bool
+	mu       sync.Mutex
+	// guestDone is closed when watchGuest has finished writing the
+	// terminal record; release waits for it, so the two never race.
+	guestDone chan struct{}
+}
+
+// watchGuest runs recordGuest in the background.
+func (r *run) watchGuest(running bool) {
+	r.guestDone = make(chan struct{})
+	go func() {
+		defer close(r.guestDone)
+		r.recordGuest(running)
+	}()
+}
+
+func (r *run) putTerminal(t domainstore.SessionTerminal, proof *store.AbsenceProof) error {
+	if err := r.s.g.store.Update(func(tx *domainstore.Tx) error { return tx.PutTerminal(t, proof) }); err != nil {
+		return fmt.Errorf("recording the session terminal as %v: %w", t.State, err)
+	}
+	r.term = t
+	return nil
+}
+
+// startRun records the terminal, starts the gated exec client with
+// stdio, stages and commits it, opens the gate and records the guest
+// process.
+func (s *sessions) startRun(b protocol.SessionBinding, capability protocol.SessionRequestCapability, argv []string, terminal bool, size protocol.TerminalResize, stdin, stdout, stderr *os.File, ptyMaster *os.File) (*run, error) {
+	g := s.g
+	if g.sandbox == nil || g.anchor == nil {
+		return nil, ErrStopping
+	}
+	mem, err := s.processSpec(b, capability, argv, terminal, size)
+	if err != nil {
+		return nil, err
+	}
+	defer mem.Close()
+	r := &run{s: s, id: b.SessionID, pidFile: filepath.Join(g.sessionDir(), b.SessionID.String()+".pid")}
+	// Recorded before the exec client exists: the HC is its direct edge.
+	if err := r.putTerminal(domainstore.SessionTerminal{
+		GenerationID: g.id, SessionID: b.SessionID, State: domainstore.TerminalIntent,
+		ContainerID: ptr(g.sandbox.id), HostCoordinator: committed(g.self),
+	}, nil); err != nil {
+		return nil, err
+	}
+	argvIn, err := g.anchor.EnterArgs(g.sandbox.runsc.Exec(g.sandbox.id, "/proc/self/fd/"+strconv.Itoa(processFD), r.pidFile))
+	if err != nil {
+		return r, fmt.Errorf("entering the state anchor's namespaces: %w", err)
+	}
+	cmd := &exec.Cmd{Args: argvIn, Env: runscEnv, Dir: "/", Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	gc, err := s.l.start(g.help.Supervisor, cmd, []*os.File{mem}, terminal)
+	if err != nil {
+		return r, err
+	}
+	r.gc = gc
+	t := r.term
+	t.ExecClient = hostid.StagedOwnership(gc.identity)
+	if ptyMaster != nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(ptyMaster.Fd()), &st); err != nil {
+			gc.abandon()
+			return r, fmt.Errorf("identifying the pty master: %w", err)
+		}
+		t.PtyMaster = &domainstore.PtyIdentity{MasterFD: uint32(ptyMaster.Fd()), Device: st.Rdev, Inode: st.Ino}
+	}
+	if err := r.putTerminal(t, nil); err != nil {
+		gc.abandon()
+		return r, err
+	}
+	t.ExecClient = committed(gc.identity)
+	if err := r.putTerminal(t, nil); err != nil {
+		gc.abandon()
+		return r, err
+	}
+	if err := gc.open(); err != nil {
+		gc.cmd.Wait()
+		return r, err
+	}
+	g.log.Info("session started", "session", b.SessionID.String(), "terminal", terminal, "exec_client_pid", gc.identity.HostPID)
+	return r, nil
+}
+
+// recordGuest waits for runsc exec's internal PID file and records the
+// guest process; running moves an interactive terminal to Running.
+func (r *run) recordGuest(running bool) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(r.pidFile)
+		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || pid <= 0 {
+				r.s.g.log.Warn("unreadable guest pid file", "path", r.pidFile)
+				return
+			}
+			r.mu.Lock()
+			r.guestPID = pid
+			r.mu.Unlock()
+			t := r.term
+			// The leader's start time inside gVisor is not observable from
+			// the host without another exec; it is recorded as 0. runsc
+			// starts each exec'd process as its own process group leader.
+			t.GuestProcess = &domainstore.GuestProcessIdentity{LeaderPID: uint32(pid), ProcessGroupID: uint32(pid)}
+			if running {
+				t.State = domainstore.TerminalRunning
+			}
+			if err := r.putTerminal(t, nil); err != nil {
+				r.s.g.log.Warn("recording the guest process", "err", err.Error())
+			}
+			return
+		}
+		if !alive(r.gc.pidfd) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// kill ends the guest process (runsc kill --pid) and the exec client.
+func (r *run) kill() {
+	r.mu.Lock()
+	r.killed = true
+	pid := r.guestPID
+	r.mu.Unlock()
+	g := r.s.g
+	if pid > 0 && g.sandbox != nil && g.anchor != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := g.runInAnchor(ctx, g.sandbox.runsc.Kill(g.sandbox.id, pid, "KILL")); err != nil {
+			g.log.Info("runsc kill of a session process", "session", r.id.String(), "result", err.Error())
+		}
+		cancel()
+	}
+	if r.gc != nil {
+		unix.PidfdSendSignal(r.gc.pidfd, unix.SIGKILL, nil, 0)
+	}
+}
+
+// finish turns the exec client's wait result into the session's exit and
+// releases the terminal record.
+func (r *run) finish(waitErr error) protocol.SessionExit {
+	exit := protocol.SessionExit{SessionID: r.id}
+	r.mu.Lock()
+	killed := r.killed
+	r.mu.Unlock()
+	ps := r.gc.cmd.ProcessState
+	switch {
+	case r.s.isLost():
+		exit.Outcome = protocol.ExitRuntimeLost
+	case killed || ps == nil || !ps.Exited():
+		exit.Outcome = protocol.ExitTerminated
+	default:
+		exit.Outcome = protocol.ExitExited
+		exit.ExitCode = ptr(uint8(ps.ExitCode()))
+	}
+	r.release()
+	r.s.g.log.Info("session ended", "session", r.id.String(), "outcome", fmt.Sprint(exit.Outcome), "wait", fmt.Sprint(waitErr))
+	return exit
+}
+
+// release records ReleaseIntent and then Clean: the exec client has been
+// reaped (its pidfd reports it gone) and it waited for its guest process.
+func (r *run) release() {
+	if r.guestDone != nil {
+		<-r.guestDone
+	}
+	t := r.term
+	if t.State == domainstore.TerminalIntent && t.ContainerID == nil {
+		return
+	}
+	if t.State != domainstore.TerminalReleaseIntent {
+		t.State = domainstore.TerminalReleaseIntent
+		if err := r.putTerminal(t, nil); err != nil {
+			r.s.g.log.Warn("releasing the session terminal", "err", err.Error())
+			return
+		}
+	}
+	if r.gc != nil {
+		if alive(r.gc.pidfd) {
+			r.s.g.log.Warn("session exec client still alive at release", "session", r.id.String())
+			return
+		}
+		unix.Close(r.gc.pidfd)
+		r.gc.pidfd = -1
+	}
+	os.Remove(r.pidFile)
+	clean := domainstore.SessionTerminal{GenerationID: t.GenerationID, SessionID: t.SessionID, State: domainstore.TerminalClean}
+	if err := r.putTerminal(clean, store.ProvenAbsent("exec client reaped and its pidfd reports exit")); err != nil {
+		r.s.g.log.Warn("cleaning the session terminal", "err", err.Error())
+	}
+}
+
+// Execute runs argv without a terminal.
+func (s *sessions) Execute(ctx context.Context, req control.ExecRequest, stdout, stderr io.Writer) (protocol.SessionExit, error) {
+	if err := s.begin(req.Binding.SessionID); err != nil {
+		return protocol.SessionExit{}, err
+	}
+	defer s.end()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return protocol.SessionExit{}, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return protocol.SessionExit{}, err
+	}
+	r, err := s.startRun(req.Binding, req.Capability, req.Argv, false, protocol.TerminalResize{}, nil, outW, errW, nil)
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if r != nil {
+			r.release()
+		}
+		return protocol.SessionExit{}, err
+	}
+	r.watchGuest(false)
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go func() { defer copies.Done(); copyOut(stdout, outR) }()
+	go func() { defer copies.Done(); copyOut(stderr, errR) }()
+	waited := make(chan error, 1)
+	go func() { waited <- r.gc.cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-ctx.Done():
+		r.kill()
+		werr = <-waited
+	case <-s.abort:
+		r.kill()
+		werr = <-waited
+	}
+	copies.Wait()
+	return r.finish(werr), nil
+}
+
+// copyOut copies r to w and closes r; after a write error it drains r so
+// the writer in the sandbox is not blocked.
+func copyOut(w io.Writer, r *os.File) {
+	defer r.Close()
+	if _, err := io.Copy(w, r); err != nil {
+		io.Copy(io.Discard, r)
+	}
+}
+
+// Interactive starts argv on a pty of its own.
+func (s *sessions) Interactive(ctx context.Context, req control.InteractiveRequest) (control.InteractiveSession, error) {
+	if err := s.begin(req.Binding.SessionID); err != nil {
+		return nil, err
+	}
+	master, tty, err := pty.Open()
+	if err != nil {
+		s.end()
+		return nil, fmt.Errorf("allocating a pty: %w", err)
+	}
+	if err := pty.Setsize(master, &pty.Winsize{Rows: req.Size.Rows, Cols: req.Size.Columns, X: req.Size.PixelWidth, Y: req.Size.PixelHeight}); err != nil {
+		s.end()
+		master.Close()
+		tty.Close()
+		return nil, fmt.Errorf("sizing the pty: %w", err)
+	}
+	r, err := s.startRun(req.Binding, req.Capability, req.Argv, true, req.Size, tty, tty, tty, master)
+	tty.Close()
+	if err != nil {
+		master.Close()
+		if r != nil {
+			r.release()
+		}
+		s.end()
+		return nil, err
+	}
+	p := &ptySession{r: r, master: master, done: make(chan struct{})}
+	r.watchGuest(true)
+	go func() {
+		werr := r.gc.cmd.Wait()
+		// The pty's replica may stay open in the sandbox for a moment:
+		// output still queued is read until a short deadline, then Read
+		// reports the end.
+		master.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		p.exit = r.finish(werr)
+		close(p.done)
+		s.end()
+	}()
+	go func() {
+		select {
+		case <-s.abort:
+			r.kill()
+		case <-p.done:
+		}
+	}()
+	return p, nil
+}
+
+// ptySession is a running interactive session.
+type ptySession struct {
+	r      *run
+	master *os.File
+	done   chan struct{}
+	exit   protocol.SessionExit
+	once   sync.Once
+}
+
+func (p *ptySession) Read(b []byte) (int, error) {
+	n, err := p.master.Read(b)
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, unix.EIO)) {
+		return n, io.EOF
+	}
+	return n, err
+}
+
+func (p *ptySession) Input(b []byte) error {
+	_, err := p.master.Write(b)
+	return err
+}
+
+func (p *ptySession) Resize(size protocol.TerminalResize) error {
+	return pty.Setsize(p.master, &pty.Winsize{Rows: size.Rows, Cols: size.Columns, X: size.PixelWidth, Y: size.PixelHeight})
+}
+
+// Signal types the terminal's own interrupt, quit or suspend character,
+// as a keyboard would: the pty's line discipline turns it into the signal
+// for the foreground process group when the program left ISIG on, and a
+// program in raw mode receives the byte, exactly as on a local terminal.
+func (p *ptySession) Signal(sig protocol.TerminalSignalKind) error {
+	tio, err := unix.IoctlGetTermios(int(p.master.Fd()), unix.TCGETS)
+	if err != nil {
+		return fmt.Errorf("reading the terminal settings: %w", err)
+	}
+	var c byte
+	switch sig {
+	case protocol.SignalInterrupt:
+		c = tio.Cc[unix.VINTR]
+	case protocol.SignalQuit:
+		c = tio.Cc[unix.VQUIT]
+	case protocol.SignalSuspend:
+		c = tio.Cc[unix.VSUSP]
+	default:
+		return fmt.Errorf("unknown terminal signal %d", sig)
+	}
+	if c == 0 {
+		return nil // disabled (_POSIX_VDISABLE) by the program
+	}
+	_, err = p.master.Write([]byte{c})
+	return err
+}
+
+func (p *ptySession) Decide(protocol.SignedProtocolRecord) error {
+	return errors.New("no escalation prompt is pending in this session")
+}
+
+func (p *ptySession) Prompts() <-chan protocol.TerminalPrompt { return nil }
+
+// Close hangs the session up: its guest process is killed and its exit
+// follows as Terminated.
+func (p *ptySession) Close() error {
+	p.once.Do(func() {
+		select {
+		case <-p.done:
+		default:
+			p.r.kill()
+		}
+	})
+	return nil
+}
+
+func (p *ptySession) Wait(ctx context.Context) (protocol.SessionExit, error) {
+	select {
+	case <-p.done:
+		p.master.Close()
+		return p.exit, nil
+	case <-ctx.Done():
+		return protocol.SessionExit{}, ctx.Err()
+	}
+}

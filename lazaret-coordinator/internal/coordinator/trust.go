@@ -1,0 +1,110 @@
+package coordinator
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/protocol"
+)
+
+// trustAnchor is a generation's protocol material (CreateTrustAnchor).
+// Its private keys live in this process's memory; the sandbox's own key
+// is written only into the credential bundle under the generation's
+// control directory.
+type trustAnchor struct {
+	ca             *protocol.CA
+	issuer         protocol.PrivateKey
+	manifest       protocol.TrustManifest
+	tlsKey         protocol.PrivateKey
+	tlsCred        protocol.TLSCredential
+	coordinatorKey protocol.PrivateKey
+	coordinator    protocol.ProtocolCredential
+	sandbox        protocol.ProtocolCredential
+	pub            protocol.ProtocolPublicationIdentity
+	serverTLS      *tls.Config
+}
+
+// credentialsName is the credential bundle's name in the control
+// directory (/run/lazaret/credentials in the sandbox).
+const credentialsName = "credentials"
+
+// startTrust creates the generation CA and coordinator TLS certificate,
+// the protocol issuer key and Trust Manifest, the coordinator and sandbox
+// protocol credentials, and writes the SandboxCredentialBundle (0600)
+// into the control directory.
+func (g *generation) startTrust() error {
+	now := time.Now()
+	t := &trustAnchor{}
+	var err error
+	if t.ca, err = protocol.NewCA(rand.Reader, g.ident, now); err != nil {
+		return fmt.Errorf("creating the generation CA: %w", err)
+	}
+	if t.issuer, err = protocol.GenerateKey(rand.Reader); err != nil {
+		return fmt.Errorf("generating the protocol issuer key: %w", err)
+	}
+	if t.manifest, err = protocol.NewTrustManifest(g.ident, t.ca.CertificateDER(), t.issuer); err != nil {
+		return fmt.Errorf("signing the trust manifest: %w", err)
+	}
+	if t.tlsKey, err = protocol.GenerateKey(rand.Reader); err != nil {
+		return fmt.Errorf("generating the coordinator TLS key: %w", err)
+	}
+	if t.tlsCred, err = t.ca.IssueCoordinator(rand.Reader, t.tlsKey.Public(), now); err != nil {
+		return fmt.Errorf("issuing the coordinator TLS certificate: %w", err)
+	}
+	if t.coordinatorKey, err = protocol.GenerateKey(rand.Reader); err != nil {
+		return fmt.Errorf("generating the coordinator protocol key: %w", err)
+	}
+	if t.coordinator, err = protocol.IssueProtocolCredential(t.issuer, g.ident, protocol.RoleSessionCoordinator, t.coordinatorKey.Public()); err != nil {
+		return fmt.Errorf("issuing the coordinator protocol credential: %w", err)
+	}
+	sandboxKey, err := protocol.GenerateKey(rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generating the sandbox protocol key: %w", err)
+	}
+	bundle, err := protocol.NewSandboxCredentialBundle(t.issuer, t.manifest, t.coordinator, sandboxKey)
+	if err != nil {
+		return fmt.Errorf("building the sandbox credential bundle: %w", err)
+	}
+	t.sandbox = bundle.SandboxProtocolCredential
+	if t.pub, err = protocol.NewPublicationIdentity(&t.manifest, t.ca.CertificateDER(), &t.tlsCred); err != nil {
+		return fmt.Errorf("building the publication identity: %w", err)
+	}
+	if t.serverTLS, err = protocol.ServerTLSConfig(t.ca.CertificateDER(), &t.tlsCred, t.tlsKey); err != nil {
+		return fmt.Errorf("building the server TLS configuration: %w", err)
+	}
+	b, err := protocol.Encode(&bundle)
+	if err != nil {
+		return fmt.Errorf("encoding the sandbox credential bundle: %w", err)
+	}
+	p := filepath.Join(g.controlDir(), credentialsName)
+	if err := writeNew(p, b, 0o600); err != nil {
+		return fmt.Errorf("writing the sandbox credential bundle: %w", err)
+	}
+	g.trust = t
+	g.log.Info("trust anchor created", "ca_sha256", t.ca.SHA256().String(), "credential_bundle", p)
+	return nil
+}
+
+// writeNew creates path (which must not exist) with mode perm, writes b
+// and syncs it.
+func writeNew(path string, b []byte, perm os.FileMode) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm))
+	if err != nil {
+		return &os.PathError{Op: "create", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if err := f.Chmod(perm); err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	return f.Sync()
+}

@@ -1,0 +1,65 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"os"
+)
+
+// workspaceView provides the sandbox's /workspace. The plain bind is the
+// view until lazaret-gitroute provides the git-aware one; that daemon is a
+// GitRouting participant of its own (recorded before it starts), which the
+// bind is not.
+type workspaceView interface {
+	// Start prepares the view; it runs in the GitRouting step.
+	Start(ctx context.Context) error
+	// Source is the host directory the sandbox binds at /workspace.
+	Source() string
+	// Participant reports whether the view is a GitRouting participant.
+	Participant() bool
+	// Release undoes Start; it runs after the sandbox has stopped.
+	Release(ctx context.Context) error
+}
+
+// bindView binds the canonical workspace itself. Nothing outside the
+// sandbox is acquired: the bind is one of the container's own mounts,
+// made by runsc inside the sandbox and covered by the Sandbox
+// participant's bundle digest, and it ends with the sandbox. So no
+// GitRouting participant is recorded: its ownership record requires a
+// daemon identity and a mount on the host, and the bind has neither.
+type bindView struct{ dir string }
+
+func (v *bindView) Start(context.Context) error {
+	st, err := os.Stat(v.dir)
+	if err != nil {
+		return fmt.Errorf("workspace %q: %w", v.dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("workspace %q is not a directory", v.dir)
+	}
+	return nil
+}
+func (v *bindView) Source() string                { return v.dir }
+func (v *bindView) Participant() bool             { return false }
+func (v *bindView) Release(context.Context) error { return nil }
+
+// networkView provides the sandbox's network. No network is the view until
+// the network sidecar provides an enforcement namespace; that sidecar is a
+// Network and Helper participant of its own, which "none" is not.
+type networkView interface {
+	Start(ctx context.Context) error
+	// NamespacePath is the network namespace runsc joins; empty means
+	// none (runsc --network=none).
+	NamespacePath() string
+	Participant() bool
+	Release(ctx context.Context) error
+}
+
+// noNetwork is runsc --network=none: the sandbox has loopback only, and
+// nothing on the host is acquired for it.
+type noNetwork struct{}
+
+func (noNetwork) Start(context.Context) error   { return nil }
+func (noNetwork) NamespacePath() string         { return "" }
+func (noNetwork) Participant() bool             { return false }
+func (noNetwork) Release(context.Context) error { return nil }
