@@ -3,8 +3,16 @@ module lazaret.dev/lazaret-cli
 go 1.26.0
 
 require (
+	github.com/google/nftables v0.3.0
 	github.com/urfave/cli/v2 v2.27.7
 	lazaret.dev/pkg v0.0.0
+)
+
+require (
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
+	github.com/mdlayher/socket v0.5.0 // indirect
+	golang.org/x/net v0.33.0 // indirect
 )
 
 require (

@@ -243,6 +243,7 @@ func configInitCommand() *cli.Command {
 		Usage: "write a commented starter configuration",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "profile", Value: "dev", Usage: "name of the starter profile"},
+			&cli.StringFlag{Name: "image", Value: defaultStarterImage, Usage: "OCI image `REF` of the starter profile"},
 			configFileFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing file"},
 		},
@@ -259,7 +260,11 @@ func runConfigInit(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("configuration path: %w", err)
 	}
-	if err := writeNewFile(file, []byte(starterConfig(profile)), c.Bool("force")); err != nil {
+	image := c.String("image")
+	if image == "" || strings.ContainsAny(image, "\"\\\n\r\x00") {
+		return fmt.Errorf("--image %q must be a nonempty OCI image reference without quotes, backslashes or line breaks", image)
+	}
+	if err := writeNewFile(file, []byte(starterConfig(profile, image)), c.Bool("force")); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "wrote %s\ncheck it with: lazaret-cli config check --profile %s\n", file, profile)
@@ -325,7 +330,11 @@ func tomlKey(name string) string {
 	return name
 }
 
-func starterConfig(profile string) string {
+// defaultStarterImage is the image of a starter profile unless --image
+// names another.
+const defaultStarterImage = "docker.io/library/debian:bookworm"
+
+func starterConfig(profile, image string) string {
 	p := "profiles." + tomlKey(profile)
 	return `# Lazaret trusted host configuration.
 # Every field, default and rule is described in docs/CONFIGURATION.md.
@@ -345,7 +354,7 @@ default_allow = []
 default_deny = []
 
 [` + p + `]
-image = "docker.io/library/debian:bookworm"
+image = "` + image + `"
 # Route git-ignored files to a private per-Domain copy (default true).
 isolate_gitignored = true
 # Sandbox directories that survive from one run to the next.

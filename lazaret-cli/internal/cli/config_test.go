@@ -219,3 +219,23 @@ func TestConfigInitRejectsBadProfileName(t *testing.T) {
 		t.Fatal("init wrote a file for an invalid profile name")
 	}
 }
+
+func TestConfigInitImage(t *testing.T) {
+	h := newHost(t)
+	if _, stderr, err := runApp(t, "config", "init", "--image", "localhost/lazaret-busybox:1"); err != nil {
+		t.Fatalf("init: %v %s", err, stderr)
+	}
+	stdout, stderr, err := runApp(t, "config", "check", "--profile", "dev", "--workspace", h.ws, "--json")
+	if err != nil {
+		t.Fatalf("check: %v\n%s", err, stderr)
+	}
+	var report map[string]any
+	if err := json.Unmarshal([]byte(stdout), &report); err != nil || report["image"] != "localhost/lazaret-busybox:1" {
+		t.Fatalf("image = %v (%v)", report["image"], err)
+	}
+	for _, bad := range []string{"", "a\"b", "x\ny"} {
+		if _, _, err := runApp(t, "config", "init", "--force", "--image", bad); err == nil {
+			t.Errorf("init accepted --image %q", bad)
+		}
+	}
+}

@@ -1,0 +1,253 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"lazaret.dev/pkg/cmdmain"
+	"lazaret.dev/pkg/config"
+	"lazaret.dev/pkg/layout"
+	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/paths"
+)
+
+// Exit codes of `net explain`.
+const (
+	netExitAllowed = 0
+	netExitDenied  = 1
+	netExitError   = 2
+)
+
+// defaultExplainPort is the port explained when ADDRESS has none.
+const defaultExplainPort = 443
+
+// connectivityHelperAddresses are the gateway and DNS forwarder of the
+// connectivity helper (slirp4netns), which lead to the host: the network
+// path adds them to the host addresses it always drops (pkg/netpath
+// SlirpAddresses, docs/NETWORK.md).
+var connectivityHelperAddresses = []netip.Addr{netip.MustParseAddr("10.0.2.2"), netip.MustParseAddr("10.0.2.3")}
+
+// ErrExplainAddress means the ADDRESS argument of `net explain` is not an
+// IP address with an optional port.
+var ErrExplainAddress = errors.New("not an IP address with an optional port")
+
+func netCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "net",
+		Usage: "inspect a profile's network policy",
+		Subcommands: []*cli.Command{{
+			Name:      "explain",
+			Usage:     "say whether the profile's policy lets the sandbox reach an address, and which rule decides",
+			ArgsUsage: "ADDRESS[:PORT]",
+			Description: "ADDRESS is an IPv4 address (an IPv6 address is always denied); PORT defaults to 443, TCP\n" +
+				"unless --udp is given. Port 53 is DNS, which goes only to the profile's readiness resolvers.\n" +
+				"Exit status: 0 allowed, 1 denied, 2 the question could not be answered (docs/NETWORK.md).",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "profile", Usage: "profile `NAME` whose policy to apply (required)"},
+				&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
+				configFileFlag(),
+				&cli.BoolFlag{Name: "udp", Usage: "explain UDP instead of TCP"},
+			},
+			Action: runNetExplain,
+		}},
+	}
+}
+
+// explainFlags are the flags of `net explain` that may also follow
+// ADDRESS, as in `net explain 192.0.2.1:53 --udp`.
+var explainFlags = map[string]bool{"profile": false, "workspace": false, "config": false, "udp": true}
+
+// positionalAndTrailingFlags applies flags written after the positional
+// arguments (urfave/cli stops parsing at the first one) and returns the
+// positional arguments.
+func positionalAndTrailingFlags(c *cli.Context, known map[string]bool) ([]string, error) {
+	var pos []string
+	args := c.Args().Slice()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		isBool, ok := known[name]
+		if !ok {
+			return nil, fmt.Errorf("flag %s: no such flag", a)
+		}
+		switch {
+		case isBool && !hasValue:
+			value = "true"
+		case !hasValue:
+			if i+1 >= len(args) {
+				return nil, fmt.Errorf("flag %s needs a value", a)
+			}
+			i++
+			value = args[i]
+		}
+		if err := c.Set(name, value); err != nil {
+			return nil, fmt.Errorf("flag %s: %w", a, err)
+		}
+	}
+	return pos, nil
+}
+
+// ParseExplainTarget parses ADDRESS[:PORT]: an IPv4 address, an IPv6
+// address (bracketed when a port follows), with port 1 to 65535,
+// defaulting to 443.
+func ParseExplainTarget(s string) (netip.Addr, uint16, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if ap.Port() == 0 {
+			return netip.Addr{}, 0, fmt.Errorf("address %q: port 0 is not a destination port; use 1 to 65535", s)
+		}
+		return ap.Addr(), ap.Port(), nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a, defaultExplainPort, nil
+	}
+	if host, port, err := net.SplitHostPort(s); err == nil {
+		if _, aerr := netip.ParseAddr(host); aerr == nil {
+			if _, perr := strconv.ParseUint(port, 10, 16); perr != nil || port == "" {
+				return netip.Addr{}, 0, fmt.Errorf("address %q: port %q is not a number from 1 to 65535", s, port)
+			}
+		}
+	}
+	return netip.Addr{}, 0, fmt.Errorf("address %q: %w (the policy decides on addresses, not host names: resolve a name first, e.g. `getent ahostsv4 NAME`)", s, ErrExplainAddress)
+}
+
+// hostAddresses returns this host's IPv4 interface addresses and the
+// connectivity helper's, which the enforcement path always drops.
+func hostAddresses() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("listing this host's addresses: %w", err)
+	}
+	out := append([]netip.Addr(nil), connectivityHelperAddresses...)
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap().Is4() {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out, nil
+}
+
+// explanation is what `net explain` found.
+type explanation struct {
+	Destination string
+	Decision    netpolicy.Decision
+	Profile     string
+	Digest      string
+}
+
+// explain derives the profile's policy and decides one destination.
+func explain(cfg *config.ResolvedDomainConfiguration, hosts []netip.Addr, addr netip.Addr, port uint16, proto netpolicy.Protocol) (*explanation, error) {
+	var resolvers []netip.Addr
+	for _, t := range cfg.Readiness().DNS {
+		resolvers = append(resolvers, t.Resolver)
+	}
+	pol, err := netpolicy.Derive(cfg.EffectiveAllow(), cfg.EffectiveDeny(), resolvers)
+	if err != nil {
+		return nil, fmt.Errorf("profile %q: %w", cfg.Profile(), err)
+	}
+	digest, err := pol.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("profile %q: network policy digest: %w", cfg.Profile(), err)
+	}
+	dec, err := netpolicy.Decide(pol, hosts, addr, port, proto)
+	if err != nil {
+		return nil, fmt.Errorf("profile %q: %w", cfg.Profile(), err)
+	}
+	dst := netip.AddrPortFrom(addr, port).String()
+	return &explanation{Destination: dst + "/" + proto.String(), Decision: dec, Profile: cfg.Profile(), Digest: digest.String()}, nil
+}
+
+func runNetExplain(c *cli.Context) error {
+	stdout, stderr := c.App.Writer, c.App.ErrWriter
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	fail := func(format string, args ...any) error {
+		fmt.Fprintf(stderr, format+"\n", args...)
+		return &cmdmain.ExitError{Code: netExitError}
+	}
+	pos, err := positionalAndTrailingFlags(c, explainFlags)
+	if err != nil {
+		return fail("net explain: %v", err)
+	}
+	if len(pos) != 1 {
+		return fail("net explain: want exactly one ADDRESS[:PORT], got %d arguments", len(pos))
+	}
+	if c.String("profile") == "" {
+		return fail("net explain: --profile NAME is required")
+	}
+	addr, port, err := ParseExplainTarget(pos[0])
+	if err != nil {
+		return fail("net explain: %v", err)
+	}
+	proto := netpolicy.ProtocolTCP
+	if c.Bool("udp") {
+		proto = netpolicy.ProtocolUDP
+	}
+	env := paths.FromProcess()
+	file, err := env.ConfigFile(c.String("config"))
+	if err != nil {
+		return fail("configuration path: %v", err)
+	}
+	ws, err := paths.Workspace(c.String("workspace"))
+	if err != nil {
+		return fail("%v (use --workspace to name the git workspace)", err)
+	}
+	cfg, err := config.ResolveFile(config.Options{
+		Profile:     c.String("profile"),
+		Workspace:   ws,
+		Layout:      layout.Production(),
+		Environment: env,
+		File:        file,
+	})
+	var invalid *config.InvalidError
+	if errors.As(err, &invalid) {
+		for _, p := range invalid.Problems {
+			fmt.Fprintln(stderr, p.String())
+		}
+		return &cmdmain.ExitError{Code: netExitError}
+	}
+	if err != nil {
+		return fail("resolving configuration %q: %v", file, err)
+	}
+	defer cfg.Close()
+	hosts, err := hostAddresses()
+	if err != nil {
+		return fail("net explain: %v", err)
+	}
+	ex, err := explain(cfg, hosts, addr, port, proto)
+	if err != nil {
+		return fail("net explain: %v", err)
+	}
+	if err := ex.writeText(stdout); err != nil {
+		return err
+	}
+	if !ex.Decision.Allowed {
+		return &cmdmain.ExitError{Code: netExitDenied}
+	}
+	return nil
+}
+
+func (e *explanation) writeText(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "%s: %s\nprofile %q, policy digest %s\n", e.Destination, e.Decision, e.Profile, e.Digest)
+	return err
+}
