@@ -25,18 +25,19 @@ const (
 )
 
 func (c *serverConn) interactive(ctx context.Context, req *protocol.InteractiveSessionRequest) {
-	reg, err := c.acquire(req.SessionID, "interactive execution")
+	reg, release, err := c.acquire(req.SessionID, "interactive execution")
 	if err != nil {
 		c.fail(err)
 		return
 	}
-	defer c.release(reg)
+	defer release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sess, err := c.s.cfg.Sessions.Interactive(ctx, InteractiveRequest{
 		Binding: reg.binding, Capability: reg.capability, Argv: req.Argv, Size: req.InitialSize,
 	})
 	if err != nil {
+		release()
 		c.fail(refuse(CodeSessionFailed, "%v", err))
 		return
 	}
@@ -49,26 +50,28 @@ func (c *serverConn) interactive(ctx context.Context, req *protocol.InteractiveS
 	}
 	poll := make(chan struct{}, 1)
 	pumped := make(chan error, 1)
-	go func() { pumped <- c.pump(ctx, sess, req.SessionID, poll) }()
+	go func() { pumped <- c.pump(ctx, sess, req.SessionID, poll, release) }()
 	for {
 		select {
 		case err := <-pumped:
 			if err != nil {
+				c.hangup(sess, log)
+				release()
 				if !errors.Is(err, ErrClosed) {
 					c.fail(err)
 				}
-				c.hangup(sess, log)
 			}
 			log.Debug("interactive session ended")
 			return
 		case r := <-c.in:
 			if err := c.event(sess, req.SessionID, r, poll, log); err != nil {
 				cancel()
+				c.hangup(sess, log)
+				<-pumped
+				release()
 				if !errors.Is(err, ErrClosed) {
 					c.fail(err)
 				}
-				c.hangup(sess, log)
-				<-pumped
 				return
 			}
 		case <-ctx.Done():
@@ -174,7 +177,7 @@ func (b *batcher) prompt(p protocol.TerminalPrompt) {
 // pump moves terminal output and prompts to the client in batches until the
 // terminal closes, then sends the exit. It returns nil after the exit was
 // sent.
-func (c *serverConn) pump(ctx context.Context, sess InteractiveSession, id ids.SessionID, poll <-chan struct{}) error {
+func (c *serverConn) pump(ctx context.Context, sess InteractiveSession, id ids.SessionID, poll <-chan struct{}, release func()) error {
 	chunks := make(chan []byte, outputQueue)
 	go func() {
 		defer close(chunks)
@@ -241,7 +244,7 @@ func (c *serverConn) pump(ctx context.Context, sess InteractiveSession, id ids.S
 			}
 		}
 		if !open {
-			return c.finish(ctx, sess, b, prompts, send)
+			return c.finish(ctx, sess, b, prompts, send, release)
 		}
 		if err := send(b); err != nil {
 			return err
@@ -249,8 +252,9 @@ func (c *serverConn) pump(ctx context.Context, sess InteractiveSession, id ids.S
 	}
 }
 
-// finish sends what is left, pending prompts, and the exit.
-func (c *serverConn) finish(ctx context.Context, sess InteractiveSession, b *batcher, prompts <-chan protocol.TerminalPrompt, send func(*batcher) error) error {
+// finish sends what is left, pending prompts, and the exit; the session is
+// released just before the batch carrying the exit goes out.
+func (c *serverConn) finish(ctx context.Context, sess InteractiveSession, b *batcher, prompts <-chan protocol.TerminalPrompt, send func(*batcher) error, release func()) error {
 	for prompts != nil {
 		select {
 		case p, ok := <-prompts:
@@ -284,5 +288,6 @@ func (c *serverConn) finish(ctx context.Context, sess InteractiveSession, b *bat
 		Kind:     protocol.InteractiveMessageTerminal,
 		Terminal: &protocol.SessionTerminalMessage{Kind: protocol.MessageExit, Exit: &exit},
 	})
+	release()
 	return send(b)
 }

@@ -541,9 +541,13 @@ func (c *serverConn) register(ctx context.Context, req *protocol.SessionRegistra
 }
 
 // acquire marks a registered session of this connection's CLI as running.
-func (c *serverConn) acquire(id ids.SessionID, what string) (*registration, error) {
+// The returned release frees it exactly once. A command's final frame (its
+// exit, or the error that ends it) is written only after release, so a
+// client that starts its next command as soon as it reads that frame never
+// finds the session still busy.
+func (c *serverConn) acquire(id ids.SessionID, what string) (*registration, func(), error) {
 	if err := c.requireCLI(what); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s := c.s
 	s.mu.Lock()
@@ -551,20 +555,22 @@ func (c *serverConn) acquire(id ids.SessionID, what string) (*registration, erro
 	r, ok := s.sessions[id]
 	switch {
 	case !ok:
-		return nil, refuse(CodeUnknownSession, "session %v is not registered; register it before running commands", id)
+		return nil, nil, refuse(CodeUnknownSession, "session %v is not registered; register it before running commands", id)
 	case r.binding.CLIID != c.cli:
-		return nil, refuse(CodeForeignSession, "session %v belongs to another CLI", id)
+		return nil, nil, refuse(CodeForeignSession, "session %v belongs to another CLI", id)
 	case r.active:
-		return nil, refuse(CodeBusy, "session %v is already running a command", id)
+		return nil, nil, refuse(CodeBusy, "session %v is already running a command", id)
 	}
 	r.active = true
-	return r, nil
-}
-
-func (c *serverConn) release(r *registration) {
-	c.s.mu.Lock()
-	r.active = false
-	c.s.mu.Unlock()
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			s.mu.Lock()
+			r.active = false
+			s.mu.Unlock()
+		})
+	}
+	return r, release, nil
 }
 
 // outputWriter turns Writes into Stdout or Stderr frames.
@@ -589,11 +595,12 @@ func (w *outputWriter) Write(p []byte) (int, error) {
 }
 
 func (c *serverConn) execute(ctx context.Context, req *protocol.NonInteractiveSessionRequest) error {
-	reg, err := c.acquire(req.SessionID, "execution")
+	reg, release, err := c.acquire(req.SessionID, "execution")
 	if err != nil {
 		return err
 	}
-	defer c.release(reg)
+	// Deferred release runs before the caller writes a returned error.
+	defer release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// While the command runs the client has nothing to send: a frame is a
@@ -626,5 +633,6 @@ func (c *serverConn) execute(ctx context.Context, req *protocol.NonInteractiveSe
 		return refuse(CodeSessionFailed, "%v", err)
 	}
 	exit.SessionID = req.SessionID
+	release()
 	return c.writeRecord(FrameOutput, &protocol.NonInteractiveSessionMessage{Kind: protocol.NonInteractiveExit, Exit: &exit})
 }
