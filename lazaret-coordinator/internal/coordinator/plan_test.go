@@ -154,3 +154,17 @@ func TestOneLine(t *testing.T) {
 		t.Fatalf("oneLine = %q", got)
 	}
 }
+
+// A slow start-up must not eat the join window: the idle clock restarts
+// at publication.
+func TestIdleClockRestartsAtPublication(t *testing.T) {
+	s := &sessions{idleSince: time.Now().Add(-time.Hour)}
+	s.published()
+	since, idle, ever := s.idle()
+	if !idle || ever {
+		t.Fatalf("idle=%v ever=%v for a fresh generation", idle, ever)
+	}
+	if d := time.Until(idleDeadline(since, 0, ever)); d < joinWindow-time.Second {
+		t.Fatalf("a generation published now ends in %v; want about the %v join window", d, joinWindow)
+	}
+}

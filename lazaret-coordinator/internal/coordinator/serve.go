@@ -193,6 +193,7 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		rep.fail(err)
 		return errors.Join(err, g.fail(sess, stopServer, "recording Ready failed"))
 	}
+	sess.published()
 	rep.ready()
 	g.log.Info("generation ready", "socket", cp.Socket, "identity", cp.Identity)
 

@@ -72,6 +72,16 @@ func newSessions(g *generation) *sessions {
 	}
 }
 
+// published restarts the idle clock when the generation is published: the
+// join window and the linger count from the moment a CLI can connect, not
+// from the start of a start-up that may have spent seconds preparing the
+// image.
+func (s *sessions) published() {
+	s.mu.Lock()
+	s.idleSince = time.Now()
+	s.mu.Unlock()
+}
+
 func (s *sessions) notify() {
 	select {
 	case s.changed <- struct{}{}:
