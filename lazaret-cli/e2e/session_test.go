@@ -294,7 +294,8 @@ func (tm *terminal) finish(wantCode string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(filepath.Join(tm.dir, "after")); err == nil {
+		// The wrapper creates the file before stty writes it.
+		if fi, err := os.Stat(filepath.Join(tm.dir, "after")); err == nil && fi.Size() > 0 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -17,6 +17,7 @@ func App() *cli.App {
 			storeCommand(),
 			imageCommand(),
 			startCommand(), execCommand(), statusCommand(),
+			stopCommand(),
 			doctorCommand(), netCommand(),
 		},
 	}

@@ -12,7 +12,9 @@
 //     the exit code a session's end maps to;
 //   - the developer's terminal: raw mode restored on every exit path, and
 //     the interactive pump between the terminal and the control channel;
-//   - the read-only Domain status shown by `lazaret-cli status`.
+//   - the read-only Domain status shown by `lazaret-cli status`;
+//   - stopping a Domain's generation (Stopper): finding the coordinator
+//     that holds the lock, pinning it with a pidfd and sending it SIGTERM.
 //
 // What does not: the control channel's wire format and TLS (pkg/control),
 // the records (pkg/protocol, pkg/domainstore), configuration resolution

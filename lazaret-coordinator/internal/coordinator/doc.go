@@ -18,6 +18,8 @@
 //   - generation.go: the generation's records and its Domain Store writes.
 //   - prepare.go, anchor.go, trust.go, view.go, sandbox.go, publish.go:
 //     one start step each, with its release.
+//   - gitroute.go: the workspace view participant (lazaret-gitroute run in
+//     the State Anchor's namespaces) and its client.
 //   - sessions.go, launch.go: the control.Sessions implementation and the
 //     gated start of each `runsc exec` client.
 //   - teardown.go: linger, teardown and failure.

@@ -68,7 +68,7 @@ func buildHelpers(t testing.TB) string {
 	}
 	dir := t.TempDir()
 	root := repoRoot(t)
-	for _, m := range []string{"lazaret-coordinator", "lazaret-anchor", "lazaret-supervisor", "lazaret-guest"} {
+	for _, m := range []string{"lazaret-coordinator", "lazaret-anchor", "lazaret-supervisor", "lazaret-guest", "lazaret-gitroute"} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, m), ".")
 		cmd.Dir = filepath.Join(root, m)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -201,6 +201,15 @@ dns = [{ resolver = "192.0.2.53", query = "example.com" }]
 	if v := os.Getenv(EnvRunscPlatform); v != "" {
 		e.environ = append(e.environ, EnvRunscPlatform+"="+v)
 	}
+	e.resolve(t)
+	return e
+}
+
+// resolve resolves the configuration file as the CLI does and sets the
+// Domain, its fingerprint and its control paths; the workspace becomes its
+// canonical form.
+func (e *env) resolve(t *testing.T) {
+	t.Helper()
 	lookup := func(k string) (string, bool) {
 		for _, kv := range e.environ {
 			if name, v, _ := strings.Cut(kv, "="); name == k {
@@ -232,7 +241,6 @@ dns = [{ resolver = "192.0.2.53", query = "example.com" }]
 	if err := os.MkdirAll(e.paths.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return e
 }
 
 func randBytes(n int) []byte {

@@ -309,11 +309,13 @@ func (g *generation) stopSandbox(ctx context.Context) error {
 		}
 	}
 	if sb != nil && sb.handle != nil {
-		// The supervisor was reaped, so its child is gone (the causal edge
-		// kills it, and the supervisor exits only after reaping it); the
-		// child's pidfd proves it.
-		if alive(sb.handle.ChildPidfd()) {
-			return fmt.Errorf("runsc of container %q is still alive after its supervisor exited", sb.id)
+		// The supervisor was reaped, so its child is gone or going (the
+		// causal edge kills it; the supervisor exits only after reaping it
+		// unless it was killed itself). The child's pidfd proves the exit:
+		// it becomes readable once the process has exited, also while the
+		// process is still a zombie that init has not reaped yet.
+		if !exitedWithin(sb.handle.ChildPidfd(), childExitGrace) {
+			return fmt.Errorf("runsc of container %q is still alive %v after its supervisor exited", sb.id, childExitGrace)
 		}
 		sb.handle.Release()
 	}
@@ -324,9 +326,42 @@ func (g *generation) stopSandbox(ctx context.Context) error {
 	return g.clean(role, "runtime supervisor reaped, runsc pidfd reports exit, runsc delete --force done")
 }
 
-// alive reports whether the process behind pidfd still exists.
+// alive reports whether the process behind pidfd still exists. A zombie
+// exists: use it only for children the HC reaps itself.
 func alive(pidfd int) bool {
 	return unix.PidfdSendSignal(pidfd, 0, nil, 0) == nil
+}
+
+// childExitGrace bounds the wait for the attached runsc to exit after its
+// supervisor ended: when the supervisor was killed, runsc receives its
+// parent-death SIGKILL only then and needs a moment to exit.
+const childExitGrace = 10 * time.Second
+
+// exitedWithin reports whether the process behind pidfd has exited (its
+// pidfd is readable), waiting at most d. Unlike alive, it is right for a
+// process the HC does not reap, such as the supervisor's child.
+func exitedWithin(pidfd int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left < 0 {
+			left = 0
+		}
+		pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, int(left.Milliseconds()))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if n > 0 {
+			return true
+		}
+		if left == 0 {
+			return false
+		}
+	}
 }
 
 // resolveUser resolves the image's User against the image's own

@@ -153,6 +153,9 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		network:      noNetwork{},
 	}
 	g.dir = filepath.Join(cp.Dir, "gen-"+g.id.String())
+	if g.view, err = g.chooseWorkspaceView(opts.Environment, opts.Log); err != nil {
+		return err
+	}
 	g.ident = protocol.GenerationIdentity{
 		AgentProfile: cfg.Profile(), DomainID: domain, GenerationID: g.id,
 		ConfigurationFingerprint: fp, CoordinatorID: g.coordinator, SandboxID: g.sandboxID,
@@ -178,12 +181,7 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 	}
 	srvCtx, cancelServer := context.WithCancel(context.Background())
 	served, err := g.serveControl(srvCtx, sess)
-	stopServer := func() {
-		cancelServer()
-		if served != nil {
-			<-served
-		}
-	}
+	stopServer := func() { stopServing(cancelServer, served, drainTimeout) }
 	if err != nil {
 		stopServer()
 		rep.fail(err)

@@ -63,9 +63,37 @@ func (g *generation) waitIdle(ctx context.Context, sess *sessions, linger time.D
 		case <-g.anchor.Done():
 			g.log.Error("state anchor ended")
 			return endLost
+		case <-g.view.Lost():
+			g.log.Error("workspace view ended")
+			return endLost
 		case <-sess.changed:
 		case <-timer:
 		}
+	}
+}
+
+// drainTimeout bounds how long a stopping coordinator, its listener
+// closed, lets connected clients read the frames that ended their
+// commands before it closes their connections.
+const drainTimeout = 2 * time.Second
+
+// stopServing stops the control server whose Serve closes served when it
+// returns. With the listener closed (the publication is withdrawn before
+// the server is stopped), Serve returns on its own once every client has
+// hung up, which a CLI does after reading its command's exit; only then,
+// or after grace, is the server canceled, which closes the connections
+// left. Canceling at once would race the exit frame of a command that
+// teardown ended and leave its CLI with a bare end of file.
+func stopServing(cancel func(), served <-chan struct{}, grace time.Duration) {
+	if served != nil {
+		select {
+		case <-served:
+		case <-time.After(grace):
+		}
+	}
+	cancel()
+	if served != nil {
+		<-served
 	}
 }
 

@@ -6,10 +6,10 @@ import (
 	"os"
 )
 
-// workspaceView provides the sandbox's /workspace. The plain bind is the
-// view until lazaret-gitroute provides the git-aware one; that daemon is a
-// GitRouting participant of its own (recorded before it starts), which the
-// bind is not.
+// workspaceView provides the sandbox's /workspace: the plain bind when
+// the profile's isolate_gitignored is false, else the lazaret-gitroute
+// view (routeView, gitroute.go), a GitRouting participant of its own
+// (recorded before it starts), which the bind is not.
 type workspaceView interface {
 	// Start prepares the view; it runs in the GitRouting step.
 	Start(ctx context.Context) error
@@ -17,6 +17,9 @@ type workspaceView interface {
 	Source() string
 	// Participant reports whether the view is a GitRouting participant.
 	Participant() bool
+	// Lost is closed when the view ended on its own, which fails the
+	// generation; nil (never ready) for a view that cannot end alone.
+	Lost() <-chan struct{}
 	// Release undoes Start; it runs after the sandbox has stopped.
 	Release(ctx context.Context) error
 }
@@ -41,6 +44,7 @@ func (v *bindView) Start(context.Context) error {
 }
 func (v *bindView) Source() string                { return v.dir }
 func (v *bindView) Participant() bool             { return false }
+func (v *bindView) Lost() <-chan struct{}         { return nil }
 func (v *bindView) Release(context.Context) error { return nil }
 
 // networkView provides the sandbox's network. No network is the view until
