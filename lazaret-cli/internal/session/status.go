@@ -156,6 +156,9 @@ func domainStatus(runtimeRoot, storageRoot string, id ids.DomainID, locks map[lo
 		if locks[key] {
 			st.Lock = LockHeld
 			st.CoordinatorPIDs = holders(lst.Dev, lst.Ino)
+			if len(st.CoordinatorPIDs) == 0 {
+				st.CoordinatorPIDs = recordedHolder(p.Dir)
+			}
 		}
 	}
 	if _, err := os.Stat(filepath.Join(p.Dir, LogName)); err == nil {
@@ -252,6 +255,19 @@ func parseLockLine(line string) (lockKey, bool) {
 		return lockKey{}, false
 	}
 	return lockKey{major: uint32(maj), minor: uint32(min), ino: ino}, true
+}
+
+// recordedHolder returns the coordinator recorded in the Domain's runtime
+// directory when a pidfd proves it is that exact live process. It is how an
+// unprivileged CLI finds the holder: the coordinator is non-dumpable, so
+// its /proc/PID/fd cannot be read by the same user.
+func recordedHolder(dir string) []int {
+	fd, id, err := control.RecordedCoordinator(dir)
+	if err != nil {
+		return []int{}
+	}
+	unix.Close(fd)
+	return []int{int(id.HostPID)}
 }
 
 // holders lists the processes of this user running lazaret-coordinator

@@ -162,6 +162,9 @@ func (s *Stopper) Stop(ctx context.Context, t *Target, timeout time.Duration) (S
 			if s.Holders != nil {
 				cands = s.Holders(st.Dev, st.Ino)
 			}
+			if len(cands) == 0 {
+				cands = recordedHolder(t.Paths().Dir)
+			}
 			if decideStop(held, cands) == stopSignal {
 				fd, id, gen, err := s.signal(t, cands[0], st.Dev, st.Ino)
 				if err != nil {
@@ -212,7 +215,7 @@ func (s *Stopper) signal(t *Target, pid int, dev, ino uint64) (int, hostid.Pidfs
 	// The pidfd now names one process. The PID-keyed check below is about
 	// that process only if it still exists afterwards, which IdentityOf
 	// confirms (a PID is not reused while its process exists).
-	if s.Holds == nil || !s.Holds(pid, dev, ino) {
+	if (s.Holds == nil || !s.Holds(pid, dev, ino)) && !isRecordedCoordinator(t.Paths().Dir, fd) {
 		unix.Close(fd)
 		return -1, id, "", nil
 	}
@@ -287,6 +290,19 @@ func lockHeld(f *os.File) (bool, error) {
 		}
 		return false, &os.PathError{Op: "flock", Path: f.Name(), Err: err}
 	}
+}
+
+// isRecordedCoordinator reports whether the process behind pidfd is the
+// coordinator recorded in dir, by pidfs authority. The recorded coordinator
+// wrote that record after taking the Domain lock over and removes it before
+// releasing the lock.
+func isRecordedCoordinator(dir string, pidfd int) bool {
+	id, err := control.ReadCoordinatorIdentity(dir)
+	if err != nil {
+		return false
+	}
+	got, err := hostid.AuthorityOf(pidfd)
+	return err == nil && got == id.Authority
 }
 
 // coordinatorHolds reports whether pid runs lazaret-coordinator and has a

@@ -141,6 +141,12 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 	if err != nil {
 		return fmt.Errorf("identifying the coordinator: %w", err)
 	}
+	// Let a CLI of this user prove which process holds the lock: this
+	// process is non-dumpable, so its descriptors are hidden from them.
+	if err := control.WriteCoordinatorIdentity(cp.Dir, self); err != nil {
+		return err
+	}
+	defer os.Remove(filepath.Join(cp.Dir, control.CoordinatorName))
 
 	g := &generation{
 		log: log, cfg: cfg, store: st, help: help,
