@@ -105,12 +105,22 @@ func TestRunscCommandLines(t *testing.T) {
 }
 
 func TestChoosePlatform(t *testing.T) {
-	for in, want := range map[string]string{"": "systrap", "systrap": "systrap", "ptrace": "ptrace", "kvm": "kvm"} {
-		if got, err := ChoosePlatform(in); err != nil || got != want {
-			t.Errorf("ChoosePlatform(%q) = %q, %v", in, got, err)
+	const full = "kill_process kill_thread trap errno user_notif trace log allow\n"
+	const noTrap = "kill_process kill_thread errno log allow\n"
+	cases := []struct{ value, actions, want string }{
+		{"", full, "systrap"},
+		{"", noTrap, "ptrace"},
+		{"", "", "ptrace"},
+		{"systrap", noTrap, "systrap"}, // an explicit choice is kept
+		{"ptrace", full, "ptrace"},
+		{"kvm", full, "kvm"},
+	}
+	for _, tc := range cases {
+		if got, err := ChoosePlatform(tc.value, tc.actions); err != nil || got != tc.want {
+			t.Errorf("ChoosePlatform(%q, %q) = %q, %v; want %q", tc.value, tc.actions, got, err, tc.want)
 		}
 	}
-	if _, err := ChoosePlatform("gpu"); !errors.Is(err, ErrRunsc) {
+	if _, err := ChoosePlatform("gpu", full); !errors.Is(err, ErrRunsc) {
 		t.Errorf("ChoosePlatform(gpu) error = %v", err)
 	}
 }

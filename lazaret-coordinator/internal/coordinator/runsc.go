@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -20,8 +22,23 @@ const (
 )
 
 // DefaultPlatform is the gVisor platform used unless EnvRunscPlatform
-// overrides it.
+// overrides it or the host lacks what it needs.
 const DefaultPlatform = "systrap"
+
+// FallbackPlatform is used when the host cannot run DefaultPlatform.
+const FallbackPlatform = "ptrace"
+
+// seccompActions lists the seccomp actions the kernel offers.
+const seccompActions = "/proc/sys/kernel/seccomp/actions_avail"
+
+// systrapWorks reports whether the kernel offers what the systrap platform
+// is built on: seccomp filters whose SECCOMP_RET_TRAP action delivers
+// SIGSYS to the stub threads. actions_avail lists the actions the kernel
+// supports; without "trap" systrap cannot start and ptrace, which needs
+// only ptrace(2), is the platform that works.
+func systrapWorks(actionsAvail string) bool {
+	return slices.Contains(strings.Fields(actionsAvail), "trap")
+}
 
 // ErrRunsc means the runsc binary or platform setting is unusable.
 var ErrRunsc = errors.New("unusable runsc setting")
@@ -87,11 +104,17 @@ func (r Runsc) Delete(id string) []string {
 }
 
 // ChoosePlatform returns the platform named by value (the content of
-// EnvRunscPlatform; empty means DefaultPlatform).
-func ChoosePlatform(value string) (string, error) {
+// EnvRunscPlatform). Empty means the fastest that works on this host:
+// systrap (much faster on system calls than ptrace, docs/RUNSC.md) when
+// the kernel's seccomp actions (actionsAvail, the content of
+// /proc/sys/kernel/seccomp/actions_avail) include trap, else ptrace.
+func ChoosePlatform(value, actionsAvail string) (string, error) {
 	switch value {
 	case "":
-		return DefaultPlatform, nil
+		if systrapWorks(actionsAvail) {
+			return DefaultPlatform, nil
+		}
+		return FallbackPlatform, nil
 	case "systrap", "ptrace", "kvm":
 		return value, nil
 	}

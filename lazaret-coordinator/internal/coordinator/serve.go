@@ -332,7 +332,8 @@ func findHelpers(env paths.Environment) (helpers, error) {
 		return helpers{}, err
 	}
 	v, _ := env.LookupEnv(EnvRunscPlatform)
-	if h.Platform, err = ChoosePlatform(v); err != nil {
+	actions, _ := os.ReadFile(seccompActions) // unreadable: no seccomp, so ptrace
+	if h.Platform, err = ChoosePlatform(v, string(actions)); err != nil {
 		return helpers{}, err
 	}
 	return h, nil
