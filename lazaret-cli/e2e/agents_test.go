@@ -474,3 +474,158 @@ func agentWaitTeardown(t *testing.T, env []string) {
 	}
 	t.Errorf("the agents Domain did not stop within 60 s: %v", last)
 }
+
+// TestClaudeCodeInteractiveFirstScreen runs Claude Code the way a developer
+// does, `lazaret-cli start --profile agents -- claude` in a terminal (tmux),
+// with no network. The first-run state is seeded into the persistent home by
+// an earlier generation. Claude Code must draw its workspace trust dialog,
+// then, once the folder is trusted, its welcome screen and empty prompt;
+// `/exit` must end the session with exit status 0 and leave the terminal
+// mode as it was, and the trust must be kept in the persistent home.
+func TestClaudeCodeInteractiveFirstScreen(t *testing.T) {
+	if os.Getenv(agentsOptIn) != "1" {
+		t.Skipf("skipping: set %s=1 to build the agent image from the npm registry (minutes, about 1.5 GB of disk) and run Claude Code in gVisor", agentsOptIn)
+	}
+	bin := binDir(t)
+	runsc := agentRunsc(t, bin)
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(repo, "scripts", "make-agent-image")
+	claudeVersion, _ := agentPins(t, script)
+	imageDir := os.Getenv(agentsDir)
+	if imageDir == "" {
+		imageDir = t.TempDir()
+	}
+	agentBuildImage(t, script, bin, imageDir)
+	if missing := agentProductMissing(t, bin); missing != "" {
+		t.Skipf("skipping: %s", missing)
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is required for the interactive end-to-end tests")
+	}
+
+	home := t.TempDir()
+	env, cfg, ws := agentDomain(t, home, filepath.Join(imageDir, "data"), runsc, bin)
+	t.Cleanup(func() { agentWaitTeardown(t, env) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			agentDumpLogs(t, home)
+		}
+	})
+	s := &sandbox{t: t, env: env, home: home, config: cfg, workspace: ws}
+	agentExec := func(argv ...string) string {
+		t.Helper()
+		args := append([]string{"exec", "--profile", "agents", "--workspace", ws, "--config", cfg, "--linger", "0s", "--"}, argv...)
+		stdout, stderr, code := run(t, env, "lazaret-cli", args...)
+		if code != 0 {
+			t.Fatalf("lazaret-cli exec -- %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(argv, " "), code, stdout, stderr)
+		}
+		return stdout
+	}
+
+	// Without this state an interactive claude first checks that it can
+	// reach api.anthropic.com, and with no network it exits.
+	agentExec("/bin/sh", "-c", `printf '{"hasCompletedOnboarding": true}\n' > /home/agent/.claude.json`)
+	// The seeding generation ends before the session starts, so the file
+	// reaches Claude Code across generations, through the persistent dir.
+	agentWaitTeardown(t, env)
+
+	tm := agentTerminal(s, "claude", "claude")
+	tm.waitScreen("Yes, I trust this folder", 3*time.Minute)
+	scr := tm.screen()
+	t.Logf("Claude Code's first screen:\n%s", scr)
+	for _, want := range []string{"Accessing workspace:", "/workspace", "Quick safety check", "❯ No, exit"} {
+		if !strings.Contains(scr, want) {
+			t.Fatalf("the trust dialog lacks %q; screen:\n%s", want, scr)
+		}
+	}
+
+	// A key sent right after the dialog appears is at times not acted on
+	// (the selection stays on "No, exit"), so Down is repeated until the
+	// selection moves.
+	moved := false
+	for presses := 1; presses <= 10 && !moved; presses++ {
+		tm.send("Down")
+		for wait := time.Now().Add(3 * time.Second); time.Now().Before(wait); time.Sleep(100 * time.Millisecond) {
+			if strings.Contains(tm.screen(), "❯ Yes, I trust this folder") {
+				moved = true
+				if presses > 1 {
+					t.Logf("the trust dialog's selection moved after %d presses of Down", presses)
+				}
+				break
+			}
+		}
+	}
+	if !moved {
+		t.Fatalf("the trust dialog's selection never reached \"Yes, I trust this folder\"; screen:\n%s", tm.screen())
+	}
+	tm.send("Enter")
+	// The empty input line: the marker, then a no-break space where the
+	// cursor sits.
+	prompt := regexp.MustCompile(`(?m)^❯[ \x{a0}]*$`)
+	tm.waitScreen("Claude Code v"+claudeVersion, time.Minute)
+	deadline := time.Now().Add(30 * time.Second)
+	for scr = tm.screen(); !prompt.MatchString(scr); scr = tm.screen() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Claude Code drew no empty prompt line; screen:\n%s", scr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("Claude Code's screen after trusting the folder:\n%s", scr)
+	for _, want := range []string{"/workspace", "Not logged in"} {
+		if !strings.Contains(scr, want) {
+			t.Errorf("the welcome screen lacks %q", want)
+		}
+	}
+
+	tm.send("/exit")
+	tm.waitScreen("Exit the CLI", 30*time.Second)
+	tm.send("Enter")
+	tm.finish("0")
+
+	agentWaitTeardown(t, env)
+	var state struct {
+		Onboarded bool `json:"hasCompletedOnboarding"`
+		Projects  map[string]struct {
+			Trusted bool `json:"hasTrustDialogAccepted"`
+		} `json:"projects"`
+	}
+	out := agentExec("cat", "/home/agent/.claude.json")
+	if err := json.Unmarshal([]byte(out), &state); err != nil {
+		t.Fatalf("/home/agent/.claude.json after the session: %v\n%s", err, out)
+	}
+	if !state.Onboarded || !state.Projects["/workspace"].Trusted {
+		t.Errorf("/home/agent/.claude.json after the session does not record onboarding and the trusted /workspace:\n%s", out)
+	}
+}
+
+// agentTerminal is a tmux session of 120x40 running `lazaret-cli start
+// --profile agents --linger 0s -- ARGV` in the sandbox's agents Domain,
+// through the same wrapper as terminal: it records the terminal mode before
+// and after and the exit code, so send, waitScreen and finish apply.
+func agentTerminal(s *sandbox, name string, argv ...string) *terminal {
+	s.t.Helper()
+	tm := &terminal{s: s, name: name, socket: "lazaret-e2e-" + filepath.Base(s.home), dir: filepath.Join(s.home, name)}
+	if err := os.Mkdir(tm.dir, 0o700); err != nil {
+		s.t.Fatal(err)
+	}
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	body := fmt.Sprintf("#!/bin/sh\nstty -g > %[1]s/before\n%[2]s start --profile agents --workspace %[3]s --config %[4]s --linger 0s -- %[5]s\necho $? > %[1]s/code.tmp && mv %[1]s/code.tmp %[1]s/code\nstty -g > %[1]s/after\nexec sleep 600\n",
+		tm.dir, filepath.Join(binDir(s.t), "lazaret-cli"), s.workspace, s.config, strings.Join(quoted, " "))
+	script := filepath.Join(tm.dir, "run.sh")
+	if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+		s.t.Fatal(err)
+	}
+	args := []string{"-L", tm.socket, "-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "40", "-s", name}
+	for _, kv := range s.env {
+		args = append(args, "-e", kv)
+	}
+	tm.tmux(append(args, script)...)
+	s.t.Cleanup(func() { exec.Command("tmux", "-L", tm.socket, "kill-session", "-t", name).Run() })
+	return tm
+}
