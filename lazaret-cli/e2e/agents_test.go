@@ -607,7 +607,7 @@ func TestClaudeCodeInteractiveFirstScreen(t *testing.T) {
 // and after and the exit code, so send, waitScreen and finish apply.
 func agentTerminal(s *sandbox, name string, argv ...string) *terminal {
 	s.t.Helper()
-	tm := &terminal{s: s, name: name, socket: "lazaret-e2e-" + filepath.Base(s.home), dir: filepath.Join(s.home, name)}
+	tm := &terminal{s: s, name: name, socket: e2eSocket(s.home), dir: filepath.Join(s.home, name)}
 	if err := os.Mkdir(tm.dir, 0o700); err != nil {
 		s.t.Fatal(err)
 	}

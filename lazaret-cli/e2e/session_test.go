@@ -221,7 +221,7 @@ func (s *sandbox) terminal(name string) *terminal {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		s.t.Fatal("tmux is required for the interactive end-to-end tests")
 	}
-	tm := &terminal{s: s, name: name, socket: "lazaret-e2e-" + filepath.Base(s.home), dir: filepath.Join(s.home, name)}
+	tm := &terminal{s: s, name: name, socket: e2eSocket(s.home), dir: filepath.Join(s.home, name)}
 	if err := os.Mkdir(tm.dir, 0o700); err != nil {
 		s.t.Fatal(err)
 	}
@@ -349,4 +349,11 @@ func TestSecondTerminalJoins(t *testing.T) {
 	a.finish("0")
 	b.send("exit 0", "Enter")
 	b.finish("0")
+}
+
+// e2eSocket names the tmux server of one test. t.TempDir gives every test
+// a directory with a random name (…/TestName123456/001), so its parent's
+// name keeps concurrent runs and sequential tests on separate servers.
+func e2eSocket(home string) string {
+	return "lazaret-e2e-" + filepath.Base(filepath.Dir(home)) + "-" + filepath.Base(home)
 }
