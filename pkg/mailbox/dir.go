@@ -191,17 +191,37 @@ func (d *Dir) WriteBytes(name string, b []byte) error {
 // publish moves tmp to name without replacing an existing file: renameat2
 // RENAME_NOREPLACE, or link and unlink where the file system or sandbox
 // does not offer that flag.
+//
+// Under gVisor a rename or link carried out on the host reports ENOENT
+// when the reader took the new name before the sandbox looked it up
+// again. So ENOENT from the rename with the temporary name gone, or from
+// the link with the temporary name still there, means the file was
+// published: in a directory that still exists no other cause of ENOENT
+// leaves the temporary name in that state.
 func (d *Dir) publish(tmp, name string) error {
 	err := unix.Renameat2(d.fd, tmp, d.fd, name, unix.RENAME_NOREPLACE)
-	if err == unix.EINVAL || err == unix.ENOSYS {
-		if err = unix.Linkat(d.fd, tmp, d.fd, name, 0); err == nil {
+	switch {
+	case err == unix.EINVAL || err == unix.ENOSYS:
+		err = unix.Linkat(d.fd, tmp, d.fd, name, 0)
+		if err == unix.ENOENT && d.exists(tmp) {
+			err = nil
+		}
+		if err == nil {
 			unix.Unlinkat(d.fd, tmp, 0)
 		}
+	case err == unix.ENOENT && !d.exists(tmp):
+		err = nil
 	}
 	if err == unix.EEXIST {
 		return ErrExists
 	}
 	return err
+}
+
+// exists reports whether name is present in the directory.
+func (d *Dir) exists(name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 }
 
 // Entry is one file taken from a directory: its name, its raw bytes, and

@@ -201,7 +201,7 @@ func interact(ctx context.Context, c *cli.Context, s *session.Session, argv []st
 		Out:      os.Stdout,
 		SizeFd:   fd,
 		Signals:  sigs,
-		Prompter: session.DenyPrompter{W: os.Stdout},
+		Prompter: session.TerminalPrompter{W: os.Stdout},
 		Sign:     s.Sign,
 		OnPanic:  restore,
 	}

@@ -1,11 +1,13 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,7 +55,16 @@ type Pump struct {
 	// OnPanic runs before a panic in one of the pump's goroutines
 	// continues (it restores the terminal).
 	OnPanic func()
+
+	// keys carries the developer's keystrokes to the Prompter while a
+	// prompt is shown (prompting): sandbox input cannot answer a prompt,
+	// and keys meant for a prompt never reach the sandbox.
+	keys      chan []byte
+	prompting atomic.Bool
 }
+
+// promptKeys is how many reads of keystrokes wait for a Prompter.
+const promptKeys = 64
 
 type recvResult struct {
 	exit protocol.SessionExit
@@ -77,9 +88,12 @@ func (p *Pump) Run(ctx context.Context) (protocol.SessionExit, error) {
 		return protocol.SessionExit{}, fmt.Errorf("creating the input stop pipe: %w", err)
 	}
 	inputDone := make(chan error, 1)
+	p.keys = make(chan []byte, promptKeys)
 	go func() {
 		defer p.guard()
 		defer stopR.Close()
+		// A prompt waiting for keys learns that none will come.
+		defer close(p.keys)
 		inputDone <- p.input(int(p.In.Fd()), int(stopR.Fd()))
 	}()
 	// Closing the write end wakes the input reader; it then closes the
@@ -171,12 +185,26 @@ func (p *Pump) receive() recvResult {
 	}
 }
 
+// prompt runs the Prompter on the receiving goroutine, so the session's
+// output waits in the channel until the decision is sent, and routes the
+// developer's keys to it instead of the session.
 func (p *Pump) prompt(tp protocol.TerminalPrompt) error {
 	prompter := p.Prompter
 	if prompter == nil {
 		prompter = DenyPrompter{W: p.Out}
 	}
-	d, err := prompter.Decide(tp)
+	p.prompting.Store(true)
+	d, err := prompter.Decide(tp, p.keys)
+	p.prompting.Store(false)
+	// Keys typed for the prompt after its answer are dropped, not sent.
+	for drained := false; !drained; {
+		select {
+		case _, ok := <-p.keys:
+			drained = !ok
+		default:
+			drained = true
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("deciding escalation request %s: %w", tp.RequestID, err)
 	}
@@ -215,6 +243,13 @@ func (p *Pump) input(fd, stop int) error {
 			return io.EOF
 		case err != nil:
 			return fmt.Errorf("reading terminal input: %w", err)
+		}
+		if p.prompting.Load() {
+			select {
+			case p.keys <- bytes.Clone(buf[:n]):
+			default: // the prompter is behind; the keys are dropped
+			}
+			continue
 		}
 		if err := p.Channel.Input(buf[:n]); err != nil {
 			return err

@@ -99,6 +99,7 @@ func (s *sessions) register(_ context.Context, b protocol.SessionBinding) error 
 	s.registered[b.SessionID] = false
 	s.idleSince = time.Now()
 	s.mu.Unlock()
+	s.escalation().bind(b)
 	s.notify()
 	return s.g.store.Update(func(tx *domainstore.Tx) error {
 		return tx.PutSession(domainstore.Session{
@@ -162,6 +163,17 @@ func (s *sessions) stopAll(lost bool) {
 	s.closing = true
 	s.mu.Unlock()
 	s.abortOnce.Do(func() { close(s.abort) })
+	// Host commands end with the sessions that asked for them.
+	s.escalation().stop()
+}
+
+// escalation is the generation's escalation engine, nil before the trust
+// step and when the profile disables escalation.
+func (s *sessions) escalation() *hostEscalation {
+	if t := s.g.trust; t != nil {
+		return t.escalation
+	}
+	return nil
 }
 
 func (s *sessions) isLost() bool {
@@ -508,10 +520,13 @@ func (s *sessions) Interactive(ctx context.Context, req control.InteractiveReque
 		s.end()
 		return nil, err
 	}
-	p := &ptySession{r: r, master: master, done: make(chan struct{})}
+	esc := s.escalation()
+	p := &ptySession{r: r, master: master, done: make(chan struct{}), route: esc.attach(req.Binding.SessionID)}
 	r.watchGuest(true)
 	go func() {
 		werr := r.gc.cmd.Wait()
+		// The session's escalation request ends with its terminal.
+		esc.detach(req.Binding.SessionID, p.route)
 		// The pty's replica may stay open in the sandbox for a moment:
 		// output still queued is read until a short deadline, then Read
 		// reports the end.
@@ -537,6 +552,9 @@ type ptySession struct {
 	done   chan struct{}
 	exit   protocol.SessionExit
 	once   sync.Once
+	// route carries escalation prompts to this terminal and decisions
+	// back; nil when escalation is disabled.
+	route *promptRoute
 }
 
 func (p *ptySession) Read(b []byte) (int, error) {
@@ -583,11 +601,19 @@ func (p *ptySession) Signal(sig protocol.TerminalSignalKind) error {
 	return err
 }
 
-func (p *ptySession) Decide(protocol.SignedProtocolRecord) error {
-	return errors.New("no escalation prompt is pending in this session")
+// Decide hands the developer's signed decision to the waiting prompt; the
+// engine verifies it.
+func (p *ptySession) Decide(rec protocol.SignedProtocolRecord) error {
+	return p.route.decide(rec)
 }
 
-func (p *ptySession) Prompts() <-chan protocol.TerminalPrompt { return nil }
+// Prompts delivers the escalation prompts of this session's requests.
+func (p *ptySession) Prompts() <-chan protocol.TerminalPrompt {
+	if p.route == nil {
+		return nil
+	}
+	return p.route.prompts
+}
 
 // Close hangs the session up: its guest process is killed and its exit
 // follows as Terminated.

@@ -28,6 +28,9 @@ type trustAnchor struct {
 	sandbox        protocol.ProtocolCredential
 	pub            protocol.ProtocolPublicationIdentity
 	serverTLS      *tls.Config
+	// escalation is the generation's escalation engine; nil when the
+	// profile disables escalation.
+	escalation *hostEscalation
 }
 
 // credentialsName is the credential bundle's name in the control
@@ -36,8 +39,9 @@ const credentialsName = "credentials"
 
 // startTrust creates the generation CA and coordinator TLS certificate,
 // the protocol issuer key and Trust Manifest, the coordinator and sandbox
-// protocol credentials, and writes the SandboxCredentialBundle (0600)
-// into the control directory.
+// protocol credentials, writes the SandboxCredentialBundle (0600) into
+// the control directory, and starts the escalation engine on the mailbox
+// beside it.
 func (g *generation) startTrust() error {
 	now := time.Now()
 	t := &trustAnchor{}
@@ -85,6 +89,9 @@ func (g *generation) startTrust() error {
 	p := filepath.Join(g.controlDir(), credentialsName)
 	if err := writeNew(p, b, 0o600); err != nil {
 		return fmt.Errorf("writing the sandbox credential bundle: %w", err)
+	}
+	if err := g.startEscalation(t); err != nil {
+		return err
 	}
 	g.trust = t
 	g.log.Info("trust anchor created", "ca_sha256", t.ca.SHA256().String(), "credential_bundle", p)

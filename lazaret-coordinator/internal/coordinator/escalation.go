@@ -1,0 +1,252 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"lazaret.dev/pkg/escalation"
+	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/mailbox"
+	"lazaret.dev/pkg/protocol"
+)
+
+// mailboxName is the mailbox root's name in the control directory
+// (/run/lazaret/mailbox in the sandbox).
+const mailboxName = "mailbox"
+
+// Errors of prompt routing.
+var (
+	// ErrNoTerminal means the requesting session has no interactive
+	// terminal that could show an escalation prompt.
+	ErrNoTerminal = errors.New("the requesting session has no interactive terminal to show the prompt")
+	// ErrNoPrompt means a decision arrived while no prompt was shown.
+	ErrNoPrompt = errors.New("no escalation prompt is pending in this session")
+)
+
+// hostEscalation is a generation's escalation engine with the routes of
+// its prompts: each prompt goes to the interactive session whose
+// capability signed the request, and that session's signed decision goes
+// back to the engine.
+type hostEscalation struct {
+	engine        *escalation.Engine
+	outbox, inbox *mailbox.Dir
+	cancel        context.CancelFunc
+	served        chan struct{}
+	stopOnce      sync.Once
+
+	mu       sync.Mutex
+	bindings map[ids.SessionID]protocol.SessionBinding
+	routes   map[ids.SessionID]*promptRoute
+}
+
+// promptRoute carries the prompts and decisions of one interactive
+// session.
+type promptRoute struct {
+	prompts   chan protocol.TerminalPrompt
+	decisions chan protocol.SignedProtocolRecord
+	gone      chan struct{}
+	goneOnce  sync.Once
+
+	mu      sync.Mutex
+	pending bool
+}
+
+// startEscalation creates the mailbox in the control directory and starts
+// the engine with the profile's auto-approval rules and the workspace as
+// the working directory of host commands. A profile with escalation
+// disabled gets neither: a guest request then finds no mailbox.
+func (g *generation) startEscalation(t *trustAnchor) error {
+	if !g.cfg.EscalationEnabled() {
+		return nil
+	}
+	root := filepath.Join(g.controlDir(), mailboxName)
+	if err := mailbox.Create(root, 0o700); err != nil {
+		return err
+	}
+	verifier, err := protocol.NewVerifier(t.manifest, t.manifest.Digest(), t.coordinator, t.sandbox)
+	if err != nil {
+		return fmt.Errorf("building the mailbox verifier: %w", err)
+	}
+	h := &hostEscalation{
+		served:   make(chan struct{}),
+		bindings: map[ids.SessionID]protocol.SessionBinding{},
+		routes:   map[ids.SessionID]*promptRoute{},
+	}
+	if h.outbox, err = mailbox.OpenDir(root, mailbox.Outbox, g.log); err != nil {
+		return err
+	}
+	if h.inbox, err = mailbox.OpenDir(root, mailbox.Inbox, g.log); err != nil {
+		h.outbox.Close()
+		return err
+	}
+	h.engine, err = escalation.New(escalation.Config{
+		Verifier:       verifier,
+		CoordinatorKey: t.coordinatorKey,
+		Sessions:       h.lookup,
+		Rules:          g.cfg.AutoApprovalRules(),
+		Prompter:       h,
+		Outbox:         h.outbox,
+		Inbox:          h.inbox,
+		Workspace:      g.cfg.Workspace(),
+		UID:            os.Getuid(),
+		Logger:         g.log,
+		OnEvent: func(ev escalation.Event) {
+			args := []any{"session", ev.Session.String(), "request", ev.Request.String(), "phase", string(ev.Phase),
+				"source", string(ev.Source), "rule", ev.Rule, "argv", fmt.Sprintf("%q", ev.Argv)}
+			if ev.ExitCode != nil {
+				args = append(args, "exit_code", int(*ev.ExitCode))
+			}
+			if ev.Err != nil {
+				args = append(args, "reason", ev.Err.Error())
+			}
+			g.log.Info("escalation", args...)
+		},
+	})
+	if err != nil {
+		h.outbox.Close()
+		h.inbox.Close()
+		return fmt.Errorf("starting the escalation engine: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() {
+		defer close(h.served)
+		if err := h.engine.Serve(ctx); err != nil && ctx.Err() == nil {
+			g.log.Error("escalation mailbox watcher stopped", "err", err.Error())
+		}
+	}()
+	t.escalation = h
+	g.log.Info("escalation engine started", "mailbox", root, "rules", len(g.cfg.AutoApprovalRules()))
+	return nil
+}
+
+// stop ends the outbox watcher, cancels every live request (killing host
+// commands) and closes the mailbox directories. Safe on nil and twice.
+func (h *hostEscalation) stop() {
+	if h == nil {
+		return
+	}
+	h.stopOnce.Do(func() {
+		h.cancel()
+		<-h.served
+		h.engine.Close()
+		h.outbox.Close()
+		h.inbox.Close()
+	})
+}
+
+// bind records a registered session's binding for the verifier.
+func (h *hostEscalation) bind(b protocol.SessionBinding) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.bindings[b.SessionID] = b
+	h.mu.Unlock()
+}
+
+func (h *hostEscalation) lookup(id ids.SessionID) (protocol.SessionBinding, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b, ok := h.bindings[id]
+	return b, ok
+}
+
+// attach opens the prompt route of an interactive session; nil when
+// escalation is disabled.
+func (h *hostEscalation) attach(id ids.SessionID) *promptRoute {
+	if h == nil {
+		return nil
+	}
+	r := &promptRoute{
+		prompts:   make(chan protocol.TerminalPrompt),
+		decisions: make(chan protocol.SignedProtocolRecord, 1),
+		gone:      make(chan struct{}),
+	}
+	h.mu.Lock()
+	if old := h.routes[id]; old != nil {
+		old.close()
+	}
+	h.routes[id] = r
+	h.mu.Unlock()
+	return r
+}
+
+// detach closes a session's route and cancels its active request: nobody
+// is left to approve it or watch its output.
+func (h *hostEscalation) detach(id ids.SessionID, r *promptRoute) {
+	if h == nil || r == nil {
+		return
+	}
+	h.mu.Lock()
+	if h.routes[id] == r {
+		delete(h.routes, id)
+	}
+	h.mu.Unlock()
+	r.close()
+	h.engine.CancelSession(id)
+}
+
+// Prompt hands the prompt to the requesting session's terminal and waits
+// for its signed decision (escalation.Prompter).
+func (h *hostEscalation) Prompt(ctx context.Context, p protocol.TerminalPrompt) (protocol.SignedProtocolRecord, error) {
+	h.mu.Lock()
+	r := h.routes[p.SessionID]
+	h.mu.Unlock()
+	if r == nil {
+		return protocol.SignedProtocolRecord{}, fmt.Errorf("session %s: %w", p.SessionID, ErrNoTerminal)
+	}
+	r.mu.Lock()
+	select {
+	case <-r.decisions: // a late answer to an earlier prompt
+	default:
+	}
+	r.pending = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.pending = false
+		r.mu.Unlock()
+	}()
+	select {
+	case r.prompts <- p:
+	case <-r.gone:
+		return protocol.SignedProtocolRecord{}, fmt.Errorf("session %s: %w", p.SessionID, ErrNoTerminal)
+	case <-ctx.Done():
+		return protocol.SignedProtocolRecord{}, context.Cause(ctx)
+	}
+	select {
+	case rec := <-r.decisions:
+		return rec, nil
+	case <-r.gone:
+		return protocol.SignedProtocolRecord{}, fmt.Errorf("session %s: %w", p.SessionID, ErrNoTerminal)
+	case <-ctx.Done():
+		return protocol.SignedProtocolRecord{}, context.Cause(ctx)
+	}
+}
+
+// decide passes a decision to the waiting prompt.
+func (r *promptRoute) decide(rec protocol.SignedProtocolRecord) error {
+	if r == nil {
+		return ErrNoPrompt
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.pending {
+		return ErrNoPrompt
+	}
+	select {
+	case r.decisions <- rec:
+		return nil
+	default:
+		return fmt.Errorf("%w: a decision on the shown prompt was already sent", ErrNoPrompt)
+	}
+}
+
+func (r *promptRoute) close() {
+	r.goneOnce.Do(func() { close(r.gone) })
+}
