@@ -37,7 +37,7 @@ LDFLAGS := -s -w -buildid= \
 BUILDENV := CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 BUILDFLAGS := -trimpath -ldflags '$(LDFLAGS)'
 
-.PHONY: runsc install-runsc bench-runsc all build $(addprefix bin/,$(BINARIES)) test test-root e2e check vet \
+.PHONY: runsc install-runsc bench-runsc all build $(addprefix bin/,$(BINARIES)) bin/testinternet test test-root e2e check vet \
 	bench fuzz-smoke install $(addprefix install-,$(BINARIES)) clean tla
 
 all: build
@@ -49,6 +49,12 @@ build: $(addprefix bin/,$(BINARIES))
 $(addprefix bin/,$(BINARIES)): bin/%:
 	@mkdir -p bin
 	cd $* && $(BUILDENV) GOWORK=off $(GO) build $(BUILDFLAGS) -o ../bin/$* .
+
+# The test internet of pkg/netlab as a program (root): .ci/run starts it for
+# the unprivileged run, scripts/in-test-internet for benchmarks. Not installed.
+bin/testinternet:
+	@mkdir -p bin
+	cd pkg && $(BUILDENV) $(GO) build -trimpath -o ../bin/testinternet ./netlab/cmd/testinternet
 
 vet:
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done

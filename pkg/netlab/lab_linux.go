@@ -2,6 +2,8 @@ package netlab
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -80,11 +82,19 @@ func NewNS(t testing.TB) *os.File {
 
 func handle(t testing.TB, ns *os.File) *netlink.Handle {
 	t.Helper()
-	h, err := netlink.NewHandleAt(netns.NsHandle(int(ns.Fd())), unix.NETLINK_ROUTE)
+	h, err := handleAt(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
+}
+
+func handleAt(ns *os.File) (*netlink.Handle, error) {
+	h, err := netlink.NewHandleAt(netns.NsHandle(int(ns.Fd())), unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle in namespace: %w", err)
+	}
+	return h, nil
 }
 
 func ipnet(p netip.Prefix) *net.IPNet {
@@ -94,32 +104,52 @@ func ipnet(p netip.Prefix) *net.IPNet {
 // Up brings the interface name of ns up.
 func Up(t testing.TB, ns *os.File, name string) {
 	t.Helper()
-	h := handle(t, ns)
+	if err := up(ns, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func up(ns *os.File, name string) error {
+	h, err := handleAt(ns)
+	if err != nil {
+		return err
+	}
 	defer h.Close()
 	l, err := h.LinkByName(name)
 	if err == nil {
 		err = h.LinkSetUp(l)
 	}
 	if err != nil {
-		t.Fatalf("bringing %s up: %v", name, err)
+		return fmt.Errorf("bringing %s up: %w", name, err)
 	}
+	return nil
 }
 
 // AddHosts puts each address on the loopback of ns as a /32, so that ns
 // answers as all of these hosts.
 func AddHosts(t testing.TB, ns *os.File, addrs ...netip.Addr) {
 	t.Helper()
-	h := handle(t, ns)
+	if err := addHosts(ns, addrs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func addHosts(ns *os.File, addrs ...netip.Addr) error {
+	h, err := handleAt(ns)
+	if err != nil {
+		return err
+	}
 	defer h.Close()
 	lo, err := h.LinkByName("lo")
 	if err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("loopback: %w", err)
 	}
 	for _, a := range addrs {
 		if err := h.AddrAdd(lo, &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(a, 32))}); err != nil {
-			t.Fatalf("adding host %v: %v", a, err)
+			return fmt.Errorf("adding host %v: %w", a, err)
 		}
 	}
+	return nil
 }
 
 // Link connects a and b with a veth pair named aName and bName, gives the
@@ -127,12 +157,25 @@ func AddHosts(t testing.TB, ns *os.File, addrs ...netip.Addr) {
 // without one) and brings them up.
 func Link(t testing.TB, a *os.File, aName string, aAddr netip.Prefix, b *os.File, bName string, bAddr netip.Prefix) {
 	t.Helper()
-	ha, hb := handle(t, a), handle(t, b)
+	if err := link(a, aName, aAddr, b, bName, bAddr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func link(a *os.File, aName string, aAddr netip.Prefix, b *os.File, bName string, bAddr netip.Prefix) error {
+	ha, err := handleAt(a)
+	if err != nil {
+		return err
+	}
 	defer ha.Close()
+	hb, err := handleAt(b)
+	if err != nil {
+		return err
+	}
 	defer hb.Close()
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: aName}, PeerName: bName, PeerNamespace: netlink.NsFd(int(b.Fd()))}
 	if err := ha.LinkAdd(veth); err != nil {
-		t.Fatalf("veth %s/%s: %v", aName, bName, err)
+		return fmt.Errorf("veth %s/%s: %w", aName, bName, err)
 	}
 	for _, end := range []struct {
 		h    *netlink.Handle
@@ -141,37 +184,56 @@ func Link(t testing.TB, a *os.File, aName string, aAddr netip.Prefix, b *os.File
 	}{{ha, aName, aAddr}, {hb, bName, bAddr}} {
 		l, err := end.h.LinkByName(end.name)
 		if err != nil {
-			t.Fatal(err)
+			return fmt.Errorf("veth end %s: %w", end.name, err)
 		}
 		if end.addr.IsValid() {
 			if err := end.h.AddrAdd(l, &netlink.Addr{IPNet: ipnet(end.addr)}); err != nil {
-				t.Fatal(err)
+				return fmt.Errorf("address %v on %s: %w", end.addr, end.name, err)
 			}
 		}
 		if err := end.h.LinkSetUp(l); err != nil {
-			t.Fatal(err)
+			return fmt.Errorf("bringing %s up: %w", end.name, err)
 		}
 	}
+	return nil
 }
 
 // Route adds a route to dst via gw in ns; an invalid dst means default.
 func Route(t testing.TB, ns *os.File, dst netip.Prefix, gw netip.Addr) {
 	t.Helper()
+	if err := route(ns, dst, gw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func route(ns *os.File, dst netip.Prefix, gw netip.Addr) error {
 	r := &netlink.Route{Gw: net.IP(gw.AsSlice())}
 	if dst.IsValid() {
 		r.Dst = ipnet(dst)
 	}
-	h := handle(t, ns)
+	h, err := handleAt(ns)
+	if err != nil {
+		return err
+	}
 	defer h.Close()
 	if err := h.RouteAdd(r); err != nil {
-		t.Fatalf("route %v via %v: %v", dst, gw, err)
+		return fmt.Errorf("route %v via %v: %w", dst, gw, err)
 	}
+	return nil
 }
 
 // ServeTCP listens on addr inside ns and answers every connection with
 // "hello from <addr>\n". The listener closes at cleanup.
 func ServeTCP(t testing.TB, ns *os.File, addr netip.AddrPort) {
 	t.Helper()
+	ln, err := serveTCP(ns, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+}
+
+func serveTCP(ns *os.File, addr netip.AddrPort) (net.Listener, error) {
 	var ln net.Listener
 	err := netpath.InNetNS(ns, func() error {
 		var err error
@@ -179,19 +241,50 @@ func ServeTCP(t testing.TB, ns *os.File, addr netip.AddrPort) {
 		return err
 	})
 	if err != nil {
-		t.Fatalf("listening on %v: %v", addr, err)
+		return nil, fmt.Errorf("listening on %v: %w", addr, err)
 	}
-	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			c.Write([]byte("hello from " + addr.String() + "\n"))
-			c.Close()
+			go greet(c, addr)
 		}
 	}()
+	return ln, nil
+}
+
+func greet(c net.Conn, addr netip.AddrPort) {
+	c.Write([]byte("hello from " + addr.String() + "\n"))
+	c.Close()
+}
+
+// serveDiscard listens on addr inside ns and reads every connection to
+// its end (the discard service), for throughput measurements.
+func serveDiscard(ns *os.File, addr netip.AddrPort) (net.Listener, error) {
+	var ln net.Listener
+	err := netpath.InNetNS(ns, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", addr.String())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %v: %w", addr, err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				io.Copy(io.Discard, c)
+				c.Close()
+			}()
+		}
+	}()
+	return ln, nil
 }
 
 // DNSServer answers A queries on addr:53 over UDP from a fixed table and
@@ -213,6 +306,15 @@ func (s *DNSServer) Queries() int {
 // NXDOMAIN.
 func ServeDNS(t testing.TB, ns *os.File, addr netip.Addr, records map[string][]netip.Addr) *DNSServer {
 	t.Helper()
+	s, pc, err := serveDNS(ns, addr, records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	return s
+}
+
+func serveDNS(ns *os.File, addr netip.Addr, records map[string][]netip.Addr) (*DNSServer, net.PacketConn, error) {
 	var pc net.PacketConn
 	err := netpath.InNetNS(ns, func() error {
 		var err error
@@ -220,9 +322,8 @@ func ServeDNS(t testing.TB, ns *os.File, addr netip.Addr, records map[string][]n
 		return err
 	})
 	if err != nil {
-		t.Fatalf("DNS server on %v: %v", addr, err)
+		return nil, nil, fmt.Errorf("DNS server on %v: %w", addr, err)
 	}
-	t.Cleanup(func() { pc.Close() })
 	s := &DNSServer{}
 	go func() {
 		buf := make([]byte, 1500)
@@ -239,7 +340,7 @@ func ServeDNS(t testing.TB, ns *os.File, addr netip.Addr, records map[string][]n
 			}
 		}
 	}()
-	return s
+	return s, pc, nil
 }
 
 func answer(req []byte, records map[string][]netip.Addr) ([]byte, error) {

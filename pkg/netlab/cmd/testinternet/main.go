@@ -1,0 +1,41 @@
+// Command testinternet builds the test internet of package netlab in the
+// network namespace it runs in, prints "ready" once every host answers,
+// and removes it on SIGINT or SIGTERM. It needs root; tests run by any
+// user then use it when LAZARET_TEST_INTERNET=1 is set (.ci/run does
+// this for the unprivileged run).
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"lazaret.dev/pkg/netlab"
+	"lazaret.dev/pkg/netpath"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "testinternet:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	host, err := netpath.CurrentNetNS()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	in, err := netlab.StartInternet(host)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	fmt.Println("ready")
+	<-sig
+	return nil
+}
