@@ -417,11 +417,11 @@ func agentDomain(t *testing.T, home, dataHome, runsc, bin string) (env []string,
 [profiles.agents]
 image = "localhost/lazaret-agents:1"
 persistent_dirs = ["/home/agent"]
-allow_egress = ["192.0.2.0/24"]
+allow_egress = ["198.51.100.0/24"]
 [profiles.agents.readiness]
-denied = [{ address = "198.51.100.1", port = 443 }]
-permitted = [{ address = "192.0.2.1", port = 443 }]
-dns = [{ resolver = "192.0.2.53", query = "example.com" }]
+denied = [{ address = "198.19.0.1", port = 443 }]
+permitted = [{ address = "198.51.100.1", port = 443 }]
+dns = [{ resolver = "198.51.100.53", query = "example.com" }]
 `
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"lazaret.dev/pkg/netlab"
 )
+
+// TestMain runs the suite where the test internet of netlab is routed:
+// every sandbox proves its network readiness against it before use.
+func TestMain(m *testing.M) { os.Exit(netlab.RunInInternet(m)) }
 
 var binaries = []string{
 	"lazaret-cli", "lazaret-coordinator", "lazaret-supervisor", "lazaret-anchor",

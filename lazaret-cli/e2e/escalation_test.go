@@ -19,11 +19,11 @@ const escalationConfig = `schema = "lazaret-trusted-host-config-v1"
 [profiles.dev]
 image = "localhost/lazaret-busybox:1"
 persistent_dirs = ["/root"]
-allow_egress = ["192.0.2.0/24"]
+allow_egress = ["198.51.100.0/24"]
 [profiles.dev.readiness]
-denied = [{ address = "198.51.100.1", port = 443 }]
-permitted = [{ address = "192.0.2.1", port = 443 }]
-dns = [{ resolver = "192.0.2.53", query = "example.com" }]
+denied = [{ address = "198.19.0.1", port = 443 }]
+permitted = [{ address = "198.51.100.1", port = 443 }]
+dns = [{ resolver = "198.51.100.53", query = "example.com" }]
 [profiles.dev.escalation]
 enabled = true
 auto_approve = [{ executable = "/usr/bin/echo", args = ["approved"] }]

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lazaret.dev/pkg/netlab"
 )
 
 // sandbox is one test's isolated user: XDG directories, a configuration
@@ -27,15 +29,16 @@ const sandboxConfig = `schema = "lazaret-trusted-host-config-v1"
 [profiles.dev]
 image = "localhost/lazaret-busybox:1"
 persistent_dirs = [%s]
-allow_egress = ["192.0.2.0/24"]
+allow_egress = ["198.51.100.0/24"]
 [profiles.dev.readiness]
-denied = [{ address = "198.51.100.1", port = 443 }]
-permitted = [{ address = "192.0.2.1", port = 443 }]
-dns = [{ resolver = "192.0.2.53", query = "example.com" }]
+denied = [{ address = "198.19.0.1", port = 443 }]
+permitted = [{ address = "198.51.100.1", port = 443 }]
+dns = [{ resolver = "198.51.100.53", query = "example.com" }]
 `
 
 func newSandbox(t *testing.T) *sandbox {
 	t.Helper()
+	netlab.NeedInternet(t)
 	bin := binDir(t)
 	runsc := filepath.Join(bin, "runsc")
 	if _, err := os.Stat(runsc); err != nil {

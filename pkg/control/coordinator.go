@@ -27,16 +27,34 @@ const CoordinatorName = "coordinator"
 // maxCoordinatorFile bounds what ReadCoordinatorIdentity reads.
 const maxCoordinatorFile = 256
 
-// WriteCoordinatorIdentity records id in dir/CoordinatorName (0600, written
-// under a temporary name, synced, renamed into place).
+// WriteCoordinatorIdentity records id in dir/CoordinatorName.
 func WriteCoordinatorIdentity(dir string, id hostid.PidfsProcessIdentityV1) error {
-	path := filepath.Join(dir, CoordinatorName)
-	tmp, err := os.CreateTemp(dir, "."+CoordinatorName+".*")
+	return writeDomainFile(dir, CoordinatorName, postcard.Marshal(&id))
+}
+
+// ReadCoordinatorIdentity reads dir/CoordinatorName (see readDomainFile).
+func ReadCoordinatorIdentity(dir string) (hostid.PidfsProcessIdentityV1, error) {
+	var id hostid.PidfsProcessIdentityV1
+	b, err := readDomainFile(dir, CoordinatorName, maxCoordinatorFile)
 	if err != nil {
-		return fmt.Errorf("recording the coordinator identity in %q: %w", dir, err)
+		return id, err
+	}
+	if err := postcard.Unmarshal(b, &id); err != nil {
+		return id, fmt.Errorf("decoding coordinator identity %q: %w", filepath.Join(dir, CoordinatorName), err)
+	}
+	return id, nil
+}
+
+// writeDomainFile writes data to dir/name: 0600, under a temporary name,
+// synced, renamed into place, so that a reader sees all of it or none.
+func writeDomainFile(dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
+	tmp, err := os.CreateTemp(dir, "."+name+".*")
+	if err != nil {
+		return fmt.Errorf("writing %q: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(postcard.Marshal(&id)); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing %q: %w", tmp.Name(), err)
 	}
@@ -53,34 +71,30 @@ func WriteCoordinatorIdentity(dir string, id hostid.PidfsProcessIdentityV1) erro
 	return nil
 }
 
-// ReadCoordinatorIdentity reads dir/CoordinatorName. The file must be a
+// readDomainFile reads dir/name, at most max bytes. The file must be a
 // regular file owned by this user and not writable by group or others.
-func ReadCoordinatorIdentity(dir string) (hostid.PidfsProcessIdentityV1, error) {
-	var id hostid.PidfsProcessIdentityV1
-	path := filepath.Join(dir, CoordinatorName)
+func readDomainFile(dir, name string, max int) ([]byte, error) {
+	path := filepath.Join(dir, name)
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return id, err
+		return nil, err
 	}
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return id, &os.PathError{Op: "fstat", Path: path, Err: err}
+		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 {
-		return id, fmt.Errorf("coordinator identity %q: not a regular file of this user writable only by it", path)
+		return nil, fmt.Errorf("%q: not a regular file of this user writable only by it", path)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxCoordinatorFile+1))
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err != nil {
-		return id, fmt.Errorf("reading %q: %w", path, err)
+		return nil, fmt.Errorf("reading %q: %w", path, err)
 	}
-	if len(b) > maxCoordinatorFile {
-		return id, fmt.Errorf("coordinator identity %q: larger than %d bytes", path, maxCoordinatorFile)
+	if len(b) > max {
+		return nil, fmt.Errorf("%q: larger than %d bytes", path, max)
 	}
-	if err := postcard.Unmarshal(b, &id); err != nil {
-		return id, fmt.Errorf("decoding coordinator identity %q: %w", path, err)
-	}
-	return id, nil
+	return b, nil
 }
 
 // ErrNotRecordedCoordinator means the process behind a pidfd is not the

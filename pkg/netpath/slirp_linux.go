@@ -31,25 +31,47 @@ type Slirp struct {
 	done  chan error
 }
 
-// SlirpArgs returns slirp4netns's arguments for the namespaces of the
-// process pid. With joinUserNS, slirp4netns first joins that process's
-// user namespace (the unprivileged case). Host loopback is disabled, the
-// helper sandboxes itself (own mount namespace, capabilities dropped) and
-// filters its own system calls, and it exits when fd 4 reaches end of
-// file; it reports readiness on fd 3.
-func SlirpArgs(pid int, joinUserNS bool) []string {
-	args := []string{"--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox", "--enable-seccomp",
-		"--ready-fd=3", "--exit-fd=4"}
-	if joinUserNS {
-		args = append(args, fmt.Sprintf("--userns-path=/proc/%d/ns/user", pid))
-	}
-	return append(args, "--netns-type=path", fmt.Sprintf("/proc/%d/ns/net", pid), SlirpTap)
+// SlirpConfig says how to run slirp4netns for the network namespace of
+// process PID.
+type SlirpConfig struct {
+	// Binary is slirp4netns.
+	Binary string
+	// PID is a process in the enforcement namespace.
+	PID int
+	// Enter, when set, is an argv prefix that runs slirp4netns as root of
+	// PID's user namespace, such as nsenter --user=/proc/PID/ns/user --.
+	// This is how an unprivileged helper sandboxes itself: it then holds
+	// the capabilities it needs for its own mount namespace.
+	Enter []string
+	// JoinUserNS makes slirp4netns join PID's user namespace itself
+	// (--userns-path).
+	JoinUserNS bool
+	// NoSandbox leaves out --enable-sandbox, for an unprivileged helper
+	// that joins by --userns-path: it cannot sandbox itself there.
+	NoSandbox bool
 }
 
-// StartSlirp starts slirp4netns (binary) for the namespaces of pid and
-// waits until it reports ready. It dies with its parent thread and when
-// Stop closes its exit descriptor.
-func StartSlirp(ctx context.Context, binary string, pid int, joinUserNS bool, stderr io.Writer) (*Slirp, error) {
+// Args returns the argv: Enter, then slirp4netns with host loopback
+// disabled, the helper sandboxed (own mount namespace, capabilities
+// dropped) unless NoSandbox, its system calls filtered, an exit when fd 4
+// reaches end of file, and readiness reported on fd 3.
+func (c SlirpConfig) Args() []string {
+	argv := append(append([]string{}, c.Enter...), c.Binary, "--configure", "--mtu=65520", "--disable-host-loopback")
+	if !c.NoSandbox {
+		argv = append(argv, "--enable-sandbox")
+	}
+	argv = append(argv, "--enable-seccomp", "--ready-fd=3", "--exit-fd=4")
+	if c.JoinUserNS {
+		argv = append(argv, fmt.Sprintf("--userns-path=/proc/%d/ns/user", c.PID))
+	}
+	return append(argv, "--netns-type=path", fmt.Sprintf("/proc/%d/ns/net", c.PID), SlirpTap)
+}
+
+// StartSlirp starts slirp4netns as cfg says and waits until it reports
+// ready. It dies with its parent thread and when Stop closes its exit
+// descriptor.
+func StartSlirp(ctx context.Context, cfg SlirpConfig, stderr io.Writer) (*Slirp, error) {
+	pid := cfg.PID
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("starting slirp4netns: %w", err)
@@ -60,7 +82,8 @@ func StartSlirp(ctx context.Context, binary string, pid int, joinUserNS bool, st
 		readyW.Close()
 		return nil, fmt.Errorf("starting slirp4netns: %w", err)
 	}
-	cmd := exec.Command(binary, SlirpArgs(pid, joinUserNS)...)
+	argv := cfg.Args()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{}
 	cmd.Stderr = stderr
 	cmd.ExtraFiles = []*os.File{readyW, exitR}
@@ -70,7 +93,7 @@ func StartSlirp(ctx context.Context, binary string, pid int, joinUserNS bool, st
 	exitR.Close()
 	if err != nil {
 		exitW.Close()
-		return nil, fmt.Errorf("starting slirp4netns %q: %w", binary, err)
+		return nil, fmt.Errorf("starting slirp4netns %q: %w", argv[0], err)
 	}
 	s := &Slirp{Cmd: cmd, exitW: exitW, done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait() }()

@@ -359,10 +359,10 @@ image = "` + image + `"
 isolate_gitignored = true
 # Sandbox directories that survive from one run to the next.
 persistent_dirs = ["/home/agent"]
-# The example networks below are documentation ranges (TEST-NET-1 and
-# TEST-NET-2): replace them with what the agent needs, for instance
-# allow_egress = ["0.0.0.0/0"] for the internet minus every deny.
-allow_egress = ["192.0.2.0/24"]
+# The sandbox may reach only Cloudflare's public resolver (1.1.1.1) until
+# you allow what the agent needs, for instance allow_egress = ["0.0.0.0/0"]
+# for the whole internet minus every deny.
+allow_egress = ["1.1.1.1/32"]
 deny_egress = []
 
 # Sandbox environment variables; each value names a host variable.
@@ -378,12 +378,14 @@ deny_egress = []
 # create = true
 
 # Targets that prove the network policy before the sandbox is used: each
-# denied target must be denied, each permitted target allowed, and each DNS
-# query answered by its resolver.
+# denied target must be unreachable from inside (8.8.8.8 answers on port
+# 443 on the internet, so the policy is what stops it), each permitted
+# target reachable, and each DNS query answered by its resolver. Start
+# fails, naming the target, when one of them is not as stated.
 [` + p + `.readiness]
-denied = [{ address = "198.51.100.1", port = 443 }]
-permitted = [{ address = "192.0.2.1", port = 443 }]
-dns = [{ resolver = "192.0.2.53", query = "example.com" }]
+denied = [{ address = "8.8.8.8", port = 443 }]
+permitted = [{ address = "1.1.1.1", port = 443 }]
+dns = [{ resolver = "1.1.1.1", query = "registry.npmjs.org" }]
 
 # Host commands the agent may request. Rules auto-approve an exact argv.
 [` + p + `.escalation]

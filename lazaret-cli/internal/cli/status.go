@@ -75,6 +75,16 @@ func (r *statusReport) writeText(w io.Writer) error {
 		default:
 			fmt.Fprintf(&b, "  published:   no\n")
 		}
+		switch {
+		case d.Network != nil:
+			n := d.Network
+			fmt.Fprintf(&b, "  network:     policy %s: IPv4 %s, IPv6 %s, default deny\n", n.PolicyDigest, n.IPv4, n.IPv6)
+			fmt.Fprintf(&b, "               allow %s\n", orNone(n.Allow))
+			fmt.Fprintf(&b, "               deny  %s\n", orNone(n.Deny))
+			fmt.Fprintf(&b, "               DNS only to %s\n", orNone(n.Resolvers))
+		case d.NetworkError != "":
+			fmt.Fprintf(&b, "  network:     unreadable policy file: %s\n", d.NetworkError)
+		}
 		switch d.Store {
 		case session.StoreInUse:
 			fmt.Fprintf(&b, "  store:       %s in use by the running coordinator; its records are not shown while it runs\n", d.StorePath)
@@ -110,4 +120,11 @@ func joinInts(v []int) string {
 		s[i] = fmt.Sprint(n)
 	}
 	return strings.Join(s, ", ")
+}
+
+func orNone(v []string) string {
+	if len(v) == 0 {
+		return "none"
+	}
+	return strings.Join(v, ", ")
 }

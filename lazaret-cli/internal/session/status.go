@@ -18,6 +18,7 @@ import (
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/domainstore"
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/netpolicy"
 	"lazaret.dev/pkg/store"
 )
 
@@ -51,6 +52,43 @@ type DomainStatus struct {
 	Generations      []GenerationStatus `json:"generations"`
 	CoordinatorLog   string             `json:"coordinator_log,omitempty"`
 	PublicationError string             `json:"publication_error,omitempty"`
+	Network          *NetworkStatus     `json:"network,omitempty"`
+	NetworkError     string             `json:"network_error,omitempty"`
+}
+
+// NetworkStatus is the effective network policy the running generation
+// enforces, from its network-policy file.
+type NetworkStatus struct {
+	PolicyDigest string   `json:"policy_digest"`
+	IPv4         string   `json:"ipv4"`
+	IPv6         string   `json:"ipv6"`
+	Allow        []string `json:"allow"`
+	Deny         []string `json:"deny"`
+	Resolvers    []string `json:"resolvers"`
+}
+
+func networkStatus(p *netpolicy.DerivedNetworkPolicy, digest ids.Digest) *NetworkStatus {
+	n := &NetworkStatus{PolicyDigest: digest.String(), IPv4: "disabled", IPv6: "disabled",
+		Allow: []string{}, Deny: []string{}, Resolvers: []string{}}
+	for _, f := range p.AddressFamilies {
+		switch f.Family {
+		case netpolicy.IPv4:
+			n.IPv4 = f.Disposition.String()
+		case netpolicy.IPv6:
+			n.IPv6 = f.Disposition.String()
+		}
+	}
+	for _, r := range p.PrefixRules {
+		if r.Action == netpolicy.Allow {
+			n.Allow = append(n.Allow, r.Network.String())
+		} else {
+			n.Deny = append(n.Deny, r.Network.String())
+		}
+	}
+	for _, r := range p.Resolvers {
+		n.Resolvers = append(n.Resolvers, r.Address.String())
+	}
+	return n
 }
 
 // PublishedStatus is the verified identity file of a Ready Domain.
@@ -170,6 +208,11 @@ func domainStatus(runtimeRoot, storageRoot string, id ids.DomainID, locks map[lo
 		st.Profile = g.AgentProfile
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		st.PublicationError = err.Error()
+	}
+	if pol, digest, err := control.ReadNetworkPolicy(p.Dir); err == nil {
+		st.Network = networkStatus(pol, digest)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		st.NetworkError = err.Error()
 	}
 	s, err := domainstore.OpenFile(st.StorePath, domainstore.Options{ReadOnly: true, LockTimeout: storeReadTimeout})
 	switch {

@@ -38,6 +38,9 @@ func (e *env) withVolumes(t *testing.T, volumes string) {
 }
 
 func TestServeEndToEndVolumes(t *testing.T) {
+	if !enterInternet(t) {
+		return
+	}
 	e := newEnv(t)
 	base := t.TempDir()
 	roDir, rwDir := filepath.Join(base, "ro"), filepath.Join(base, "rw")
@@ -201,6 +204,9 @@ func runtimeSupervisor(t *testing.T, hcPID int) (proc, string) {
 }
 
 func TestServeEndToEndSupervisorKilled(t *testing.T) {
+	if !enterInternet(t) {
+		return
+	}
 	e := newEnv(t)
 	h := e.start(t, time.Minute)
 	c, session := e.client(t)

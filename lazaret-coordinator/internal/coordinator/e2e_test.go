@@ -68,7 +68,7 @@ func buildHelpers(t testing.TB) string {
 	}
 	dir := t.TempDir()
 	root := repoRoot(t)
-	for _, m := range []string{"lazaret-coordinator", "lazaret-anchor", "lazaret-supervisor", "lazaret-guest", "lazaret-gitroute"} {
+	for _, m := range []string{"lazaret-coordinator", "lazaret-anchor", "lazaret-supervisor", "lazaret-guest", "lazaret-gitroute", "lazaret-netsidecar"} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, m), ".")
 		cmd.Dir = filepath.Join(root, m)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -177,13 +177,14 @@ default_deny = []
 [profiles.%s]
 image = %q
 persistent_dirs = ["/home/agent"]
-allow_egress = ["192.0.2.0/24"]
+allow_egress = ["198.51.100.0/24", "198.51.100.70/32"]
+deny_egress = ["198.51.100.64/26"]
 [profiles.%s.env]
 E2E_SECRET = "env:%s"
 [profiles.%s.readiness]
-denied = [{ address = "198.51.100.1", port = 443 }]
-permitted = [{ address = "192.0.2.1", port = 443 }]
-dns = [{ resolver = "192.0.2.53", query = "example.com" }]
+denied = [{ address = "198.19.0.1", port = 443 }]
+permitted = [{ address = "198.51.100.1", port = 443 }]
+dns = [{ resolver = "198.51.100.53", query = "example.com" }]
 `, e.storage, testProfile, testImage, testProfile, secretHostVar, testProfile)
 	if err := os.WriteFile(e.cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -377,6 +378,9 @@ func code(x protocol.SessionExit) int {
 }
 
 func TestServeEndToEnd(t *testing.T) {
+	if !enterInternet(t) {
+		return
+	}
 	e := newEnv(t)
 	h := e.start(t, time.Second)
 	t.Logf("start report %q, start to ready %v", h.report, h.ready)

@@ -99,6 +99,9 @@ func readFile(t *testing.T, path string) string {
 }
 
 func TestServeEndToEndWorkspaceView(t *testing.T) {
+	if !enterInternet(t) {
+		return
+	}
 	e := newEnv(t)
 	e.gitWorkspace(t)
 	h := e.start(t, time.Second)
@@ -203,6 +206,9 @@ func TestServeEndToEndWorkspaceView(t *testing.T) {
 }
 
 func TestServeEndToEndWorkspaceViewLost(t *testing.T) {
+	if !enterInternet(t) {
+		return
+	}
 	e := newEnv(t)
 	e.gitWorkspace(t)
 	h := e.start(t, time.Minute)
@@ -242,6 +248,9 @@ func TestServeEndToEndWorkspaceViewLost(t *testing.T) {
 }
 
 func TestServeEndToEndPlainWorkspace(t *testing.T) {
+	if !enterInternet(t) {
+		return
+	}
 	e := newEnv(t)
 	e.gitWorkspace(t)
 	e.withoutIsolation(t)

@@ -40,6 +40,7 @@ type generation struct {
 	id          ids.GenerationID
 	coordinator ids.CoordinatorID
 	sandboxID   ids.SandboxID
+	sidecarID   ids.SidecarID
 	fingerprint ids.Digest
 	ident       protocol.GenerationIdentity
 

@@ -102,6 +102,11 @@ func TestRunscCommandLines(t *testing.T) {
 	if slices.Contains(r.Global(), "--rootless") {
 		t.Fatal("--rootless must not be passed inside the State Anchor's user namespace")
 	}
+	r.Network = "sandbox"
+	want := strings.Replace(global, "--network=none", "--network=sandbox", 1) + " run --bundle=/b c1"
+	if got := strings.Join(r.Run("/b", "c1"), " "); got != want {
+		t.Fatalf("argv with the sidecar's network\n got %s\nwant %s", got, want)
+	}
 }
 
 func TestChoosePlatform(t *testing.T) {

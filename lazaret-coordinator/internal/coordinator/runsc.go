@@ -53,20 +53,27 @@ type Runsc struct {
 	Root string
 	// Platform is systrap, ptrace or kvm.
 	Platform string
+	// Network is runsc's network mode: "sandbox" joins the network
+	// namespace of the container spec; empty means none.
+	Network string
 }
 
-// Global returns runsc and the global flags of docs/RUNSC.md: no network
-// (the network work replaces --network=none), no cgroups (runsc runs
+// Global returns runsc and the global flags of docs/RUNSC.md: the network
+// mode (none unless Network says otherwise), no cgroups (runsc runs
 // inside the State Anchor's user namespace, without --rootless), host unix
 // sockets and FIFOs off, a fresh gofer network namespace (nothing left
 // mounted at <root>/null-netns), and no runsc-private root overlay so
 // writes reach the State Anchor's upper directory.
 func (r Runsc) Global() []string {
+	network := r.Network
+	if network == "" {
+		network = "none"
+	}
 	return []string{
 		r.Path,
 		"--root=" + r.Root,
 		"--platform=" + r.Platform,
-		"--network=none",
+		"--network=" + network,
 		"--ignore-cgroups",
 		"--host-uds=none",
 		"--host-fifo=none",

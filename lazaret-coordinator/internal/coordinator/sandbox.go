@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -97,7 +98,7 @@ func (g *generation) startSandbox(ctx context.Context) error {
 		EtcDir:     g.etcDir(),
 		Volumes:    vols,
 		InitArgv:   []string{filepath.Join(layout.Control, guestName), "init"},
-		// The network view supplies a namespace path once it has one.
+		// The sandbox namespace the network sidecar holds.
 		NetworkPath: g.network.NamespacePath(),
 	})
 	if err != nil {
@@ -117,7 +118,7 @@ func (g *generation) startSandbox(ctx context.Context) error {
 		return err
 	}
 	sb := &sandbox{
-		runsc:  Runsc{Path: g.help.Runsc, Root: g.runscRoot(), Platform: g.help.Platform},
+		runsc:  Runsc{Path: g.help.Runsc, Root: g.runscRoot(), Platform: g.help.Platform, Network: "sandbox"},
 		id:     g.containerID(),
 		user:   user,
 		exited: make(chan struct{}),
@@ -388,9 +389,13 @@ func (g *generation) bundleImage() bundle.ImageConfig {
 
 // writeEtc writes the sandbox's resolv.conf, hosts and hostname.
 func (g *generation) writeEtc() error {
+	var resolv strings.Builder
+	resolv.WriteString("# the resolvers the Lazaret network policy allows\n")
+	for _, r := range g.network.Resolvers() {
+		resolv.WriteString("nameserver " + r.String() + "\n")
+	}
 	files := map[string]string{
-		// No network yet: no resolver.
-		"resolv.conf": "# no network: Lazaret sandbox without resolvers\n",
+		"resolv.conf": resolv.String(),
 		"hosts":       "127.0.0.1\tlocalhost " + sandboxHostname + "\n::1\tlocalhost\n",
 		"hostname":    sandboxHostname + "\n",
 	}

@@ -152,14 +152,17 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		log: log, cfg: cfg, store: st, help: help,
 		domain: domain, id: ids.GenerationID(ids.New()),
 		coordinator: ids.CoordinatorID(ids.New()), sandboxID: ids.SandboxID(ids.New()),
+		sidecarID:   ids.SidecarID(ids.New()),
 		fingerprint: fp, self: self, selfPidfd: selfPidfd,
 		runtimeRoot: runtimeRoot, paths: cp, idMap: m,
 		participants: map[domainstore.Role]domainstore.Participant{},
 		view:         &bindView{dir: cfg.Workspace()},
-		network:      noNetwork{},
 	}
 	g.dir = filepath.Join(cp.Dir, "gen-"+g.id.String())
 	if g.view, err = g.chooseWorkspaceView(opts.Environment, opts.Log); err != nil {
+		return err
+	}
+	if g.network, err = newSidecarNetwork(g, opts.Log); err != nil {
 		return err
 	}
 	g.ident = protocol.GenerationIdentity{
@@ -170,7 +173,7 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 	if err := st.Update(func(tx *domainstore.Tx) error {
 		return tx.PutGeneration(domainstore.Generation{
 			DomainID: domain, GenerationID: g.id, ConfigurationFingerprint: fp,
-			CoordinatorID: g.coordinator, NetworkSidecarID: ids.SidecarID(ids.New()),
+			CoordinatorID: g.coordinator, NetworkSidecarID: g.sidecarID,
 			SandboxID: g.sandboxID, DurableDecision: domainstore.PhaseStarting,
 		})
 	}); err != nil {
@@ -219,6 +222,7 @@ func (g *generation) start(ctx context.Context, rep *report, helperLog io.Writer
 		g.mu.Lock()
 		g.done = append(g.done, step)
 		g.mu.Unlock()
+		t0 := time.Now()
 		var err error
 		switch step {
 		case StepPrepare:
@@ -234,11 +238,19 @@ func (g *generation) start(ctx context.Context, rep *report, helperLog io.Writer
 		case StepSandbox:
 			err = g.startSandbox(ctx)
 		case StepPublish:
-			err = g.startPublish()
+			// The network proved ready; it must still be there when the
+			// Domain is published.
+			select {
+			case <-g.network.Lost():
+				err = errors.New("the network sidecar or its connectivity helper ended before publication")
+			default:
+				err = g.startPublish()
+			}
 		}
 		if err != nil {
 			return &stepError{Step: step, Err: err}
 		}
+		g.log.Info("step done", "step", step.String(), "seconds", time.Since(t0).Seconds())
 	}
 	return nil
 }

@@ -66,6 +66,9 @@ func (g *generation) waitIdle(ctx context.Context, sess *sessions, linger time.D
 		case <-g.view.Lost():
 			g.log.Error("workspace view ended")
 			return endLost
+		case <-g.network.Lost():
+			g.log.Error("network ended")
+			return endLost
 		case <-sess.changed:
 		case <-timer:
 		}

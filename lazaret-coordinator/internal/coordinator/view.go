@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 )
 
@@ -47,23 +48,21 @@ func (v *bindView) Participant() bool             { return false }
 func (v *bindView) Lost() <-chan struct{}         { return nil }
 func (v *bindView) Release(context.Context) error { return nil }
 
-// networkView provides the sandbox's network. No network is the view until
-// the network sidecar provides an enforcement namespace; that sidecar is a
-// Network and Helper participant of its own, which "none" is not.
+// networkView provides the sandbox's network: the enforced network of
+// the network sidecar (sidecarNetwork, netview.go), whose Network and Helper
+// participants are recorded before anything of them starts.
 type networkView interface {
+	// Start prepares the network and proves its readiness; it runs in the
+	// network step.
 	Start(ctx context.Context) error
-	// NamespacePath is the network namespace runsc joins; empty means
-	// none (runsc --network=none).
+	// NamespacePath is the network namespace runsc joins.
 	NamespacePath() string
+	// Resolvers are the DNS servers the sandbox may use.
+	Resolvers() []netip.Addr
 	Participant() bool
+	// Lost is closed when the network ended on its own, which fails the
+	// generation; nil before Start.
+	Lost() <-chan struct{}
+	// Release undoes Start; it runs after the sandbox has stopped.
 	Release(ctx context.Context) error
 }
-
-// noNetwork is runsc --network=none: the sandbox has loopback only, and
-// nothing on the host is acquired for it.
-type noNetwork struct{}
-
-func (noNetwork) Start(context.Context) error   { return nil }
-func (noNetwork) NamespacePath() string         { return "" }
-func (noNetwork) Participant() bool             { return false }
-func (noNetwork) Release(context.Context) error { return nil }

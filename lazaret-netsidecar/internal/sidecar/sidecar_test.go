@@ -372,7 +372,7 @@ func TestSidecarSlirp(t *testing.T) {
 			inst, sbx := installed(t, r)
 
 			helperStart := time.Now()
-			s, err := netpath.StartSlirp(ctx(t, 10*time.Second), slirp, r.cmd.Process.Pid, ownUser, os.Stderr)
+			s, err := netpath.StartSlirp(ctx(t, 10*time.Second), netpath.SlirpConfig{Binary: slirp, PID: r.cmd.Process.Pid, JoinUserNS: ownUser}, os.Stderr)
 			if err != nil {
 				t.Fatal(err)
 			}

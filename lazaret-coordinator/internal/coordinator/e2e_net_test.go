@@ -1,0 +1,210 @@
+package coordinator
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/netlab"
+	"lazaret.dev/pkg/testgate"
+)
+
+// enterInternet runs the calling top-level test where the test internet
+// of netlab is routed (netlab.EnterInternet). The profile of newEnv allows
+// 198.51.100.0/24 except 198.51.100.64/26, in which it allows 198.51.100.70
+// again; it names 198.51.100.1:443 as permitted, 198.19.0.1:443 as denied
+// and 198.51.100.53 as its resolver.
+func enterInternet(t *testing.T) bool {
+	t.Helper()
+	testgate.Command(t, "slirp4netns")
+	return netlab.EnterInternet(t)
+}
+
+func TestServeEndToEndNetwork(t *testing.T) {
+	if !enterInternet(t) {
+		return
+	}
+	e := newEnv(t)
+	h := e.start(t, time.Second)
+	t.Logf("start report %q, start to ready %v", h.report, h.ready)
+	c, session := e.client(t)
+	cases := []struct {
+		name, dst string
+		reach     bool
+	}{
+		{"permitted host", netlab.InternetPermitted.String(), true},
+		{"allowed by a longer prefix inside a denied one", netlab.InternetCarveOut.String(), true},
+		{"denied prefix", netlab.InternetDenied.String(), false},
+		{"denied /26 inside an allowed /24", netlab.InternetShadowed.String(), false},
+		{"host's own address", netlab.HostLinkAddress.Addr().String(), false},
+		{"host's loopback through the helper", "10.0.2.2", false},
+		{"metadata address", "169.254.169.254", false},
+		{"IPv6", "2001:db8::1", false},
+		{"IPv6 loopback of the host through the helper", "fd00::2", false},
+	}
+	for _, a := range netlab.InternetPrivate {
+		cases = append(cases, struct {
+			name, dst string
+			reach     bool
+		}{"RFC 1918 " + a.String(), a.String(), false})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, x := execute(t, c, session(), "nc", "-w", "2", tc.dst, "443")
+			got := code(x) == 0 && strings.HasPrefix(out, "hello from")
+			if got != tc.reach {
+				t.Fatalf("nc %s 443: stdout %q stderr %q exit %+v; want reachable=%v", tc.dst, out, errs, x, tc.reach)
+			}
+		})
+	}
+	t.Run("DNS through the listed resolver", func(t *testing.T) {
+		out, errs, x := execute(t, c, session(), "nslookup", "example.com")
+		if code(x) != 0 || !strings.Contains(out, netlab.InternetAnswer.String()) {
+			t.Fatalf("nslookup: stdout %q stderr %q exit %+v", out, errs, x)
+		}
+	})
+	t.Run("DNS through another resolver", func(t *testing.T) {
+		other := netlab.InternetOtherResolver
+		out, errs, x := execute(t, c, session(), "timeout", "5", "nslookup", "example.com", other.String())
+		if code(x) == 0 && strings.Contains(out, netlab.InternetAnswer.String()) {
+			t.Fatalf("nslookup through %v answered: stdout %q stderr %q", other, out, errs)
+		}
+	})
+	t.Run("sidecar killed fails the generation", func(t *testing.T) {
+		pid := sidecarPID(t, e)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-h.done:
+			if h.err == nil {
+				t.Fatalf("coordinator exited 0 after its network sidecar was killed\n%s", e.log(t))
+			}
+		case <-time.After(90 * time.Second):
+			t.Fatalf("coordinator still runs after its network sidecar was killed\n%s", e.log(t))
+		}
+		if !strings.Contains(e.log(t), "network sidecar ended") {
+			t.Fatalf("the log does not say the network sidecar ended\n%s", e.log(t))
+		}
+	})
+	checkNothingLeft(t, e)
+}
+
+func TestServeEndToEndHelperKilled(t *testing.T) {
+	if !enterInternet(t) {
+		return
+	}
+	e := newEnv(t)
+	h := e.start(t, time.Minute)
+	hc := h.cmd.Process.Pid
+	helper := 0
+	for _, p := range processes() {
+		if p.ppid == hc && len(p.argv) > 0 && filepath.Base(p.argv[0]) == "slirp4netns" {
+			helper = p.pid
+		}
+	}
+	if helper == 0 {
+		t.Fatalf("no slirp4netns is a child of the coordinator %d", hc)
+	}
+	if err := syscall.Kill(helper, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.done:
+		if h.err == nil {
+			t.Fatalf("coordinator exited 0 after its connectivity helper was killed\n%s", e.log(t))
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("coordinator still runs after its connectivity helper was killed\n%s", e.log(t))
+	}
+	if !strings.Contains(e.log(t), "connectivity helper ended") {
+		t.Fatalf("the log does not say the connectivity helper ended\n%s", e.log(t))
+	}
+	checkNothingLeft(t, e)
+}
+
+// sidecarPID is the PID of the test's lazaret-netsidecar.
+func sidecarPID(t *testing.T, e *env) int {
+	t.Helper()
+	want := filepath.Join(e.bin, "lazaret-netsidecar")
+	for _, p := range processes() {
+		if len(p.argv) > 0 && p.argv[0] == want {
+			return p.pid
+		}
+	}
+	t.Fatalf("no %s runs", want)
+	return 0
+}
+
+func TestServeEndToEndNetworkReadinessFails(t *testing.T) {
+	if !enterInternet(t) {
+		return
+	}
+	e := newEnv(t)
+	// 198.51.100.37 is allowed by the profile, but no host answers there.
+	b, err := os.ReadFile(e.cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(b), `permitted = [{ address = "198.51.100.1", port = 443 }]`,
+		`permitted = [{ address = "198.51.100.1", port = 443 }, { address = "198.51.100.37", port = 443 }]`, 1)
+	if err := os.WriteFile(e.cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.resolve(t)
+	lock, err := os.OpenFile(filepath.Join(e.paths.Dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.OpenFile(filepath.Join(e.paths.Dir, "coordinator.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(e.bin, "lazaret-coordinator"), "serve",
+		"--config", e.cfgFile, "--profile", testProfile, "--workspace", e.workspace,
+		"--fingerprint", e.fingerprint, "--linger", "1s")
+	cmd.Env = e.environ
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{lock, rw}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rw.Close()
+	logf.Close()
+	var report []string
+	sc := bufio.NewScanner(rr)
+	for sc.Scan() {
+		report = append(report, sc.Text())
+	}
+	rr.Close()
+	err = cmd.Wait()
+	lock.Close()
+	if err == nil {
+		t.Fatalf("coordinator exited 0 (report %q)", report)
+	}
+	last := ""
+	if len(report) > 0 {
+		last = report[len(report)-1]
+	}
+	if !strings.HasPrefix(last, "error ") || !strings.Contains(last, "198.51.100.37:443") || strings.Contains(strings.Join(report, "\n"), "ready") {
+		t.Fatalf("start report %q; want an error naming 198.51.100.37:443 and no ready\n%s", report, e.log(t))
+	}
+	t.Logf("start report %q", report)
+	checkNothingLeft(t, e)
+}

@@ -1,0 +1,438 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/control"
+	"lazaret.dev/pkg/domainstore"
+	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/locate"
+	"lazaret.dev/pkg/netpath"
+	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/netsidecar"
+)
+
+// Bounds of the network step.
+const (
+	installTimeout   = 30 * time.Second
+	slirpTimeout     = 15 * time.Second
+	readinessTimeout = 90 * time.Second
+	sidecarExitGrace = 5 * time.Second
+)
+
+// slirpGateway and slirpDNS are the connectivity helper's own addresses,
+// which lead to the host and are always dropped.
+var slirpGateway, slirpDNS = netip.MustParseAddr("10.0.2.2"), netip.MustParseAddr("10.0.2.3")
+
+// sidecarNetwork is the enforced network (docs/NETWORK.md): the derived
+// policy sealed in a memfd, lazaret-netsidecar in new network and mount
+// namespaces inside the State Anchor's user namespace (so the sandbox
+// namespace it creates belongs to the user namespace runsc runs in), and
+// slirp4netns joined to the sidecar's user and network namespaces. The HC
+// is the Runtime Supervisor of both, a direct existing-process edge; the
+// sidecar's readiness is bound into the Network participant before the
+// sandbox starts.
+type sidecarNetwork struct {
+	g              *generation
+	sidecar        string // lazaret-netsidecar
+	unshare, slirp string // from the distribution
+	nsenter        string
+	stderr         io.Writer
+
+	policy  *netpolicy.DerivedNetworkPolicy
+	encoded []byte
+	digest  ids.Digest
+	targets netpolicy.Targets
+
+	ch      *netsidecar.Channel
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
+	helper  *netpath.Slirp
+	netns   string // the sandbox namespace path runsc joins
+	lost    chan struct{}
+}
+
+// newSidecarNetwork derives the policy of the resolved configuration and
+// locates the programs the network step runs.
+func newSidecarNetwork(g *generation, stderr io.Writer) (*sidecarNetwork, error) {
+	rd := g.cfg.Readiness()
+	t := netpolicy.Targets{}
+	for _, d := range rd.Denied {
+		t.Denied = append(t.Denied, netpolicy.Destination{Address: d.Address, Port: d.Port})
+	}
+	for _, p := range rd.Permitted {
+		t.Permitted = append(t.Permitted, netpolicy.Destination{Address: p.Address, Port: p.Port})
+	}
+	var resolvers []netip.Addr
+	for _, d := range rd.DNS {
+		t.DNS = append(t.DNS, netpolicy.DNSTarget{Resolver: d.Resolver, Query: d.Query})
+		if !slices.Contains(resolvers, d.Resolver) {
+			resolvers = append(resolvers, d.Resolver)
+		}
+	}
+	pol, err := netpolicy.Derive(g.cfg.EffectiveAllow(), g.cfg.EffectiveDeny(), resolvers)
+	if err != nil {
+		return nil, fmt.Errorf("deriving the network policy of profile %q: %w", g.cfg.Profile(), err)
+	}
+	enc, err := pol.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("encoding the network policy: %w", err)
+	}
+	n := &sidecarNetwork{g: g, stderr: stderr, policy: pol, encoded: enc,
+		digest: netpolicy.DigestOfEncoding(enc), targets: t, exited: make(chan struct{}), lost: make(chan struct{})}
+	f, err := locate.New()
+	if err != nil {
+		return nil, fmt.Errorf("locating helper binaries: %w", err)
+	}
+	if n.sidecar, err = f.Find("lazaret-netsidecar"); err != nil {
+		return nil, fmt.Errorf("locating lazaret-netsidecar: %w", err)
+	}
+	for _, p := range []struct {
+		name, pkg string
+		dst       *string
+	}{{"unshare", "util-linux", &n.unshare}, {"nsenter", "util-linux", &n.nsenter}, {"slirp4netns", "slirp4netns", &n.slirp}} {
+		bin, err := exec.LookPath(p.name)
+		if err != nil {
+			return nil, fmt.Errorf("locating %s (install %s): %w", p.name, p.pkg, err)
+		}
+		if *p.dst, err = filepath.Abs(bin); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+func (n *sidecarNetwork) NamespacePath() string { return n.netns }
+func (n *sidecarNetwork) Participant() bool     { return true }
+func (n *sidecarNetwork) Lost() <-chan struct{} { return n.lost }
+
+// Resolvers are the only DNS servers the policy lets the sandbox reach.
+func (n *sidecarNetwork) Resolvers() []netip.Addr {
+	var out []netip.Addr
+	for _, r := range n.policy.Resolvers {
+		out = append(out, r.Address)
+	}
+	return out
+}
+
+// hostAddresses are this host's own IPv4 addresses and the helper's
+// gateway and DNS forwarder, all dropped by the ruleset.
+func hostAddresses() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("listing the host's addresses: %w", err)
+	}
+	out := []netip.Addr{slirpGateway, slirpDNS}
+	for _, a := range addrs {
+		p, err := netip.ParsePrefix(a.String())
+		if err != nil {
+			continue
+		}
+		ip := p.Addr().Unmap()
+		if ip.Is4() && !ip.IsLoopback() && !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out, nil
+}
+
+// Start is the network step: the Network participant (Intent, policy
+// digest and the HC as its Runtime Supervisor) before the sidecar, its
+// enforcement namespace once installed; the Helper participant before
+// slirp4netns, staged and committed; then readiness, bound and recorded,
+// which commits the Network participant.
+func (n *sidecarNetwork) Start(ctx context.Context) error {
+	g := n.g
+	if err := g.intent(domainstore.RoleNetwork); err != nil {
+		return err
+	}
+	if err := g.update(domainstore.RoleNetwork, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+		o.Network.DerivedPolicyDigest = ptr(n.digest)
+		o.Network.RuntimeSupervisor = committed(g.self)
+	}); err != nil {
+		return err
+	}
+	hosts, err := hostAddresses()
+	if err != nil {
+		return err
+	}
+	if g.anchor == nil {
+		return errors.New("starting the network sidecar: the state anchor is gone")
+	}
+	mem, err := netsidecar.SealPolicy(n.encoded)
+	if err != nil {
+		return fmt.Errorf("sealing the network policy: %w", err)
+	}
+	ch, child, err := netsidecar.ChannelPair()
+	if err != nil {
+		mem.Close()
+		return fmt.Errorf("creating the network sidecar's channel: %w", err)
+	}
+	n.ch = ch
+	// Not bound to ctx: the sidecar holds the namespaces until Release.
+	cmd, err := g.anchor.CommandInNamespaces(context.Background(), []string{n.unshare, "--net", "--mount", "--", n.sidecar})
+	if err != nil {
+		mem.Close()
+		child.Close()
+		return fmt.Errorf("starting the network sidecar: %w", err)
+	}
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = n.stderr, n.stderr
+	cmd.ExtraFiles = []*os.File{child, mem} // fds 3 and 4
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	g.log.Info("starting network sidecar in the state anchor's user namespace", "binary", n.sidecar, "policy_digest", n.digest.String())
+	err = cmd.Start()
+	child.Close()
+	mem.Close()
+	if err != nil {
+		return fmt.Errorf("starting %q: %w", n.sidecar, err)
+	}
+	n.cmd = cmd
+	go func() {
+		n.waitErr = cmd.Wait()
+		close(n.exited)
+	}()
+	pid := cmd.Process.Pid
+	if err := n.ch.Send(&netsidecar.Start{
+		DomainID: g.domain, GenerationID: g.id, ConfigurationFingerprint: g.fingerprint,
+		NetworkSidecarID: g.sidecarID, PolicyDigest: n.digest, HostAddresses: hosts,
+		UpstreamInterface: netpath.SlirpTap, Targets: n.targets, RuntimeSupervisor: g.self,
+	}); err != nil {
+		return fmt.Errorf("sending the network sidecar its start: %w", err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, installTimeout)
+	inst, err := netsidecar.Expect[*netsidecar.Installed](ictx, n.ch)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("installing the network policy: %w", err)
+	}
+	if inst.PolicyDigest != n.digest {
+		return fmt.Errorf("the network sidecar installed policy %v, not %v: %w", inst.PolicyDigest, n.digest, netsidecar.ErrDigest)
+	}
+	enf, err := hostid.NamespaceOfProcess(pid, "net")
+	if err != nil {
+		return fmt.Errorf("identifying the enforcement namespace: %w", err)
+	}
+	if enf != inst.EnforcementNamespace {
+		return fmt.Errorf("the network sidecar reports enforcement namespace %v, its process is in %v", inst.EnforcementNamespace, enf)
+	}
+	if err := checkNamespacePath(inst.SandboxNetNSPath, inst.SandboxNamespace); err != nil {
+		return err
+	}
+	if err := g.update(domainstore.RoleNetwork, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+		o.Network.Namespace = ptr(enf)
+	}); err != nil {
+		return err
+	}
+
+	helper, err := n.startHelper(ctx, pid)
+	if err != nil {
+		return err
+	}
+	if err := n.ch.Send(&netsidecar.HelperStarted{ConnectivityHelper: helper}); err != nil {
+		return fmt.Errorf("telling the network sidecar the helper runs: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, readinessTimeout)
+	rd, err := netsidecar.Expect[*netsidecar.Ready](rctx, n.ch)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("proving network readiness: %w", err)
+	}
+	att, err := netpolicy.DecodeAttestation(rd.Attestation)
+	if err != nil {
+		return fmt.Errorf("decoding the readiness attestation: %w", err)
+	}
+	probe, err := netpolicy.DecodeProbe(rd.Probe)
+	if err != nil {
+		return fmt.Errorf("decoding the reachability probe: %w", err)
+	}
+	ev, err := netpolicy.Bind(&netpolicy.Expected{
+		DomainID: g.domain, GenerationID: g.id, ConfigurationFingerprint: g.fingerprint,
+		NetworkSidecarID: g.sidecarID, DerivedPolicyDigest: n.digest, EnforcementNamespace: enf,
+		RuntimeSupervisor: g.self, ConnectivityHelper: helper, Targets: n.targets,
+	}, att, probe)
+	if err != nil {
+		return err
+	}
+	// The store keeps the evidence record's four schema fields; the
+	// attestation and probe it was bound from are logged.
+	stored := domainstore.NewReadinessEvidence(ev.DomainID, ev.GenerationID, ev.NetworkSidecarID, ev.ReadinessFingerprint)
+	if err := g.update(domainstore.RoleNetwork, domainstore.RoleNetwork.ActiveState(), func(o *domainstore.ParticipantOwnership) {
+		o.Network.ReadinessFingerprint = ptr(ev.ReadinessFingerprint)
+		o.Network.ReadinessEvidence = &stored
+	}); err != nil {
+		return err
+	}
+	if err := control.WriteNetworkPolicy(g.paths.Dir, n.encoded); err != nil {
+		return fmt.Errorf("recording the enforced network policy for status: %w", err)
+	}
+	n.netns = inst.SandboxNetNSPath
+	g.log.Info("network ready", "policy_digest", n.digest.String(), "enforcement_namespace", enf,
+		"sandbox_netns", n.netns, "readiness_fingerprint", ev.ReadinessFingerprint.String(),
+		"denied", len(ev.Probe.Denied), "permitted", len(ev.Probe.Permitted), "dns", len(ev.Probe.DNS))
+	go n.watch()
+	return nil
+}
+
+// startHelper records the Helper participant, starts slirp4netns in the
+// sidecar's user and network namespaces, and commits it.
+func (n *sidecarNetwork) startHelper(ctx context.Context, sidecarPid int) (hostid.PidfsProcessIdentityV1, error) {
+	g := n.g
+	const role = domainstore.RoleHelper
+	if err := g.intent(role); err != nil {
+		return hostid.PidfsProcessIdentityV1{}, err
+	}
+	if err := g.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+		o.Helper.NetworkSidecarID = ptr(g.sidecarID)
+		o.Helper.RuntimeSupervisor = committed(g.self)
+	}); err != nil {
+		return hostid.PidfsProcessIdentityV1{}, err
+	}
+	cfg, err := n.slirpConfig(sidecarPid)
+	if err != nil {
+		return hostid.PidfsProcessIdentityV1{}, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, slirpTimeout)
+	s, err := netpath.StartSlirp(sctx, cfg, n.stderr)
+	cancel()
+	if err != nil {
+		return hostid.PidfsProcessIdentityV1{}, fmt.Errorf("starting the connectivity helper: %w", err)
+	}
+	n.helper = s
+	pidfd, err := hostid.OpenPidfd(s.Cmd.Process.Pid)
+	if err != nil {
+		return hostid.PidfsProcessIdentityV1{}, fmt.Errorf("opening the connectivity helper's pidfd: %w", err)
+	}
+	id, err := hostid.IdentityOf(pidfd)
+	unix.Close(pidfd)
+	if err != nil {
+		return hostid.PidfsProcessIdentityV1{}, fmt.Errorf("identifying the connectivity helper: %w", err)
+	}
+	if err := g.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+		o.Helper.ConnectivityHelper = hostid.StagedOwnership(id)
+	}); err != nil {
+		return hostid.PidfsProcessIdentityV1{}, err
+	}
+	if err := g.update(role, role.ActiveState(), func(o *domainstore.ParticipantOwnership) {
+		o.Helper.ConnectivityHelper = committed(id)
+	}); err != nil {
+		return hostid.PidfsProcessIdentityV1{}, err
+	}
+	g.log.Info("connectivity helper started", "binary", n.slirp, "pid", id.HostPID)
+	return id, nil
+}
+
+// slirpConfig says how slirp4netns gets into the user namespace of the
+// sidecar (the State Anchor's), whose network namespaces it serves. Root
+// lets it join by --userns-path and sandbox itself. An unprivileged
+// slirp4netns cannot sandbox itself after joining that way, so it is
+// started through nsenter as root of the namespace instead, which needs
+// setgroups allowed there (a newuidmap map). With the single-ID map,
+// where setgroups is denied, it joins by flag without its own sandbox;
+// the log says so.
+func (n *sidecarNetwork) slirpConfig(sidecarPid int) (netpath.SlirpConfig, error) {
+	cfg := netpath.SlirpConfig{Binary: n.slirp, PID: sidecarPid, JoinUserNS: true}
+	if os.Geteuid() == 0 {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/setgroups", sidecarPid))
+	if err != nil {
+		return cfg, fmt.Errorf("reading the sidecar's setgroups state: %w", err)
+	}
+	if strings.TrimSpace(string(b)) == "allow" {
+		cfg.JoinUserNS = false
+		cfg.Enter = []string{n.nsenter, fmt.Sprintf("--user=/proc/%d/ns/user", sidecarPid), "--"}
+		return cfg, nil
+	}
+	cfg.NoSandbox = true
+	n.g.log.Warn("the connectivity helper runs without its own sandbox: setgroups is denied in the state anchor's user namespace (no subordinate ID range for this user)")
+	return cfg, nil
+}
+
+// checkNamespacePath opens path and checks it is the namespace want.
+func checkNamespacePath(path string, want hostid.NamespaceIdentity) error {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the sandbox network namespace %q: %w", path, err)
+	}
+	defer unix.Close(fd)
+	got, err := hostid.NamespaceOf(fd)
+	if err != nil {
+		return fmt.Errorf("identifying the sandbox network namespace %q: %w", path, err)
+	}
+	if got != want {
+		return fmt.Errorf("the sandbox network namespace %q is %v, the network sidecar reported %v", path, got, want)
+	}
+	return nil
+}
+
+// watch closes lost when the sidecar or the helper ends: the sandbox is
+// then without a way out, and the generation fails.
+func (n *sidecarNetwork) watch() {
+	select {
+	case <-n.exited:
+		n.g.log.Error("network sidecar ended", "err", fmt.Sprint(n.waitErr))
+	case err := <-n.helper.Done():
+		n.g.log.Error("connectivity helper ended", "err", fmt.Sprint(err))
+	}
+	close(n.lost)
+}
+
+// Release stops the helper, then closes the sidecar's channel (it
+// releases its namespaces and exits), each recorded Clean once reaped.
+func (n *sidecarNetwork) Release(ctx context.Context) error {
+	g := n.g
+	if _, ok := g.current(domainstore.RoleHelper); ok {
+		if err := g.releaseIntent(domainstore.RoleHelper, nil); err != nil {
+			return err
+		}
+		method := "connectivity helper never started"
+		if n.helper != nil {
+			n.helper.Stop()
+			method = "connectivity helper stopped and reaped"
+		}
+		if err := g.clean(domainstore.RoleHelper, method); err != nil {
+			return err
+		}
+	}
+	if err := g.releaseIntent(domainstore.RoleNetwork, nil); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(g.paths.Dir, control.NetworkPolicyName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		g.log.Warn("removing the network policy file", "err", err.Error())
+	}
+	method := "network sidecar never started"
+	if n.ch != nil {
+		n.ch.Close()
+	}
+	if n.cmd != nil {
+		select {
+		case <-n.exited:
+		case <-time.After(sidecarExitGrace):
+			_ = n.cmd.Process.Kill()
+			<-n.exited
+		case <-ctx.Done():
+			_ = n.cmd.Process.Kill()
+			<-n.exited
+		}
+		method = "network sidecar exited and was reaped; its namespaces ended with it"
+	}
+	return g.clean(domainstore.RoleNetwork, method)
+}
