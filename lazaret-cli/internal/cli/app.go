@@ -18,6 +18,7 @@ func App() *cli.App {
 			imageCommand(),
 			startCommand(), execCommand(), statusCommand(),
 			stopCommand(),
+			logCommand(),
 			doctorCommand(), netCommand(),
 		},
 	}
