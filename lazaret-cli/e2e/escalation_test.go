@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,4 +84,43 @@ func TestEscalationAutoApproveDenyApprove(t *testing.T) {
 
 	a.send("exit 0", "Enter")
 	a.finish("0")
+
+	// The audit log has each request's end: the rule, the developer's
+	// denial and approval, with outcomes and exit codes.
+	out, errOut, code := s.cli("log", "--profile", "dev", "--workspace", s.workspace, "--config", s.config, "--json")
+	if code != 0 {
+		t.Fatalf("log --json: code %d: %s", code, errOut)
+	}
+	var records []struct {
+		Phase    string   `json:"phase"`
+		Source   string   `json:"source"`
+		Argv     []string `json:"argv"`
+		Outcome  string   `json:"outcome"`
+		ExitCode *int     `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(out), &records); err != nil {
+		t.Fatalf("log --json printed %q: %v", out, err)
+	}
+	ends := map[string]string{}
+	for _, r := range records {
+		if r.Outcome == "" || r.Phase != r.Outcome {
+			continue
+		}
+		end := r.Outcome + " " + r.Source
+		if r.ExitCode != nil {
+			end += fmt.Sprintf(" exit %d", *r.ExitCode)
+		}
+		ends[strings.Join(r.Argv, " ")] = end
+	}
+	for argv, want := range map[string]string{
+		"/usr/bin/echo approved":     "Completed AutoRule exit 0",
+		"/usr/bin/echo denied-one":   "Denied Developer",
+		"/usr/bin/echo prompted-yes": "Completed Developer exit 0",
+	} {
+		if ends[argv] != want {
+			t.Errorf("audit log: %q ended %q, want %q\n%s", argv, ends[argv], want, out)
+		}
+	}
+	text, _, _ := s.cli("log", "--profile", "dev", "--workspace", s.workspace, "--config", s.config)
+	t.Logf("lazaret-cli log:\n%s", text)
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
+	"lazaret.dev/pkg/audit"
 	"lazaret.dev/pkg/escalation"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/mailbox"
@@ -30,10 +33,13 @@ var (
 // hostEscalation is a generation's escalation engine with the routes of
 // its prompts: each prompt goes to the interactive session whose
 // capability signed the request, and that session's signed decision goes
-// back to the engine.
+// back to the engine. Every transition is appended to the Domain's audit
+// log.
 type hostEscalation struct {
 	engine        *escalation.Engine
 	outbox, inbox *mailbox.Dir
+	audit         *audit.Writer
+	log           *slog.Logger
 	cancel        context.CancelFunc
 	served        chan struct{}
 	stopOnce      sync.Once
@@ -55,10 +61,14 @@ type promptRoute struct {
 	pending bool
 }
 
-// startEscalation creates the mailbox in the control directory and starts
-// the engine with the profile's auto-approval rules and the workspace as
-// the working directory of host commands. A profile with escalation
-// disabled gets neither: a guest request then finds no mailbox.
+// startEscalation creates the mailbox in the control directory, opens the
+// Domain's audit log next to its Domain Store, and starts the engine with
+// the profile's auto-approval rules and the workspace as the working
+// directory of host commands. A profile with escalation disabled gets
+// none of them: a guest request then finds no mailbox. An audit log that
+// cannot be opened (unsafe file, broken chain, another writer) fails the
+// start: requests would otherwise run unrecorded, or be appended to a
+// chain that no reader gets past.
 func (g *generation) startEscalation(t *trustAnchor) error {
 	if !g.cfg.EscalationEnabled() {
 		return nil
@@ -71,16 +81,25 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 	if err != nil {
 		return fmt.Errorf("building the mailbox verifier: %w", err)
 	}
+	auditPath := audit.Path(g.cfg.StorageRoot(), g.domain)
+	aw, err := audit.Open(auditPath)
+	if err != nil {
+		return fmt.Errorf("opening the escalation audit log: %w", err)
+	}
 	h := &hostEscalation{
+		audit:    aw,
+		log:      g.log,
 		served:   make(chan struct{}),
 		bindings: map[ids.SessionID]protocol.SessionBinding{},
 		routes:   map[ids.SessionID]*promptRoute{},
 	}
 	if h.outbox, err = mailbox.OpenDir(root, mailbox.Outbox, g.log); err != nil {
+		aw.Close()
 		return err
 	}
 	if h.inbox, err = mailbox.OpenDir(root, mailbox.Inbox, g.log); err != nil {
 		h.outbox.Close()
+		aw.Close()
 		return err
 	}
 	h.engine, err = escalation.New(escalation.Config{
@@ -88,6 +107,7 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 		CoordinatorKey: t.coordinatorKey,
 		Sessions:       h.lookup,
 		Rules:          g.cfg.AutoApprovalRules(),
+		Timeouts:       g.escalationTimeouts,
 		Prompter:       h,
 		Outbox:         h.outbox,
 		Inbox:          h.inbox,
@@ -104,11 +124,21 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 				args = append(args, "reason", ev.Err.Error())
 			}
 			g.log.Info("escalation", args...)
+			// A failed audit write is logged, not fatal: the engine has
+			// already made the transition and the guest waits for its
+			// result, so the request goes on, and the line above still
+			// records the event in coordinator.log. The Writer refuses
+			// every later record once a write has failed.
+			if err := aw.Append(audit.FromEvent(g.id, time.Now(), ev)); err != nil {
+				g.log.Error("writing the escalation audit log", "path", fmt.Sprintf("%q", auditPath),
+					"request", ev.Request.String(), "phase", string(ev.Phase), "err", err.Error())
+			}
 		},
 	})
 	if err != nil {
 		h.outbox.Close()
 		h.inbox.Close()
+		aw.Close()
 		return fmt.Errorf("starting the escalation engine: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -120,12 +150,13 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 		}
 	}()
 	t.escalation = h
-	g.log.Info("escalation engine started", "mailbox", root, "rules", len(g.cfg.AutoApprovalRules()))
+	g.log.Info("escalation engine started", "mailbox", root, "rules", len(g.cfg.AutoApprovalRules()), "audit_log", auditPath)
 	return nil
 }
 
 // stop ends the outbox watcher, cancels every live request (killing host
-// commands) and closes the mailbox directories. Safe on nil and twice.
+// commands), and closes the mailbox directories and then the audit log,
+// once the engine can report no more events. Safe on nil and twice.
 func (h *hostEscalation) stop() {
 	if h == nil {
 		return
@@ -136,6 +167,9 @@ func (h *hostEscalation) stop() {
 		h.engine.Close()
 		h.outbox.Close()
 		h.inbox.Close()
+		if err := h.audit.Close(); err != nil {
+			h.log.Error("closing the escalation audit log", "path", fmt.Sprintf("%q", h.audit.Path()), "err", err.Error())
+		}
 	})
 }
 

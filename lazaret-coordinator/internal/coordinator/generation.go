@@ -13,6 +13,7 @@ import (
 	"lazaret.dev/pkg/config"
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/domainstore"
+	"lazaret.dev/pkg/escalation"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/image/idmap"
@@ -41,8 +42,10 @@ type generation struct {
 	coordinator ids.CoordinatorID
 	sandboxID   ids.SandboxID
 	sidecarID   ids.SidecarID
-	fingerprint ids.Digest
-	ident       protocol.GenerationIdentity
+	// escalationTimeouts bound host escalation requests (timeouts.go).
+	escalationTimeouts escalation.Timeouts
+	fingerprint        ids.Digest
+	ident              protocol.GenerationIdentity
 
 	// self is the HC's own pidfs identity (the direct edges it records);
 	// selfPidfd keeps the descriptor it was read from.

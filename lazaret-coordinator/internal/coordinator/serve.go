@@ -165,6 +165,9 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 	if g.network, err = newSidecarNetwork(g, opts.Log); err != nil {
 		return err
 	}
+	if g.escalationTimeouts, err = escalationTimeouts(opts.Environment); err != nil {
+		return err
+	}
 	g.ident = protocol.GenerationIdentity{
 		AgentProfile: cfg.Profile(), DomainID: domain, GenerationID: g.id,
 		ConfigurationFingerprint: fp, CoordinatorID: g.coordinator, SandboxID: g.sandboxID,
