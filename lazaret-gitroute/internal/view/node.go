@@ -510,6 +510,56 @@ func (f *FS) renameIn(b Backing, sp, dp string, flags uint32) syscall.Errno {
 }
 
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	ents, e := n.list()
+	if e != 0 {
+		return nil, e
+	}
+	return &listing{n: n, ents: ents}, 0
+}
+
+// listing is an open directory's entries. gVisor keeps one host handle
+// per directory and rewinds it to the start before every getdents, so a
+// rewind to offset 0 lists the directory again: a listing read once and
+// replayed would hide every entry made after the directory was opened
+// (git status would miss new files, git add would skip them).
+type listing struct {
+	n    *node
+	ents []fuse.DirEntry
+	idx  int
+}
+
+// HasNext reports whether entries remain.
+func (l *listing) HasNext() bool { return l.idx < len(l.ents) }
+
+// Next returns the next entry, whose offset is its position plus one.
+func (l *listing) Next() (fuse.DirEntry, syscall.Errno) {
+	e := l.ents[l.idx]
+	l.idx++
+	e.Off = uint64(l.idx)
+	return e, 0
+}
+
+// Close releases nothing: the entries are plain values.
+func (l *listing) Close() {}
+
+// Seekdir moves to off; off 0 reads the directory anew.
+func (l *listing) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off == 0 {
+		ents, e := l.n.list()
+		if e != 0 {
+			return e
+		}
+		l.ents = ents
+	}
+	if off > uint64(len(l.ents)) {
+		return syscall.EINVAL
+	}
+	l.idx = int(off)
+	return 0
+}
+
+// list reads the directory's entries through the routing rules.
+func (n *node) list() ([]fuse.DirEntry, syscall.Errno) {
 	p, b, e := n.where()
 	if e != 0 {
 		return nil, e
@@ -555,7 +605,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	if !found {
 		return nil, syscall.ENOENT
 	}
-	return fs.NewListDirStream(out), 0
+	return out, 0
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
