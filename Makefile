@@ -23,7 +23,7 @@ DESTDIR    ?=
 GO         ?= go
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 REVISION   ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
-FUZZTIME   ?= 5s
+FUZZTIME   ?= 2s
 
 CLI      := lazaret-cli
 HELPERS  := lazaret-coordinator lazaret-supervisor lazaret-anchor \

@@ -24,6 +24,10 @@ import (
 func enterInternet(t *testing.T) bool {
 	t.Helper()
 	testgate.Command(t, "slirp4netns")
+	if !netlab.Provided() && !netlab.Inside() && os.Geteuid() == 0 {
+		// Built once here, before the lab re-executes this test.
+		buildHelpers(t)
+	}
 	return netlab.EnterInternet(t)
 }
 

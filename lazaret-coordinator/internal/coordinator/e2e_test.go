@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,25 +59,61 @@ func findRunsc(t testing.TB) string {
 	return p
 }
 
-// buildHelpers builds the four Lazaret binaries the coordinator runs into
-// one directory (static, as released). $LAZARET_LIBEXEC_DIR, when set, names prebuilt binaries instead (a run
-// as another user without a Go toolchain of its own).
+// buildHelpers builds the Lazaret binaries the coordinator runs into one
+// directory (static, as released), once per test process tree: the
+// directory is exported as $LAZARET_LIBEXEC_DIR, which the test binaries
+// re-executed in a lab inherit and use. A $LAZARET_LIBEXEC_DIR set from
+// outside names prebuilt binaries instead (a run as another user without a
+// Go toolchain of its own).
 func buildHelpers(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv("LAZARET_LIBEXEC_DIR"); d != "" {
 		return d
 	}
-	dir := t.TempDir()
-	root := repoRoot(t)
-	for _, m := range []string{"lazaret-coordinator", "lazaret-anchor", "lazaret-supervisor", "lazaret-guest", "lazaret-gitroute", "lazaret-netsidecar"} {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, m), ".")
-		cmd.Dir = filepath.Join(root, m)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", m, err, out)
+	builtHelpers.once.Do(func() {
+		dir, err := os.MkdirTemp("", "lazaret-helpers-")
+		if err != nil {
+			builtHelpers.err = err
+			return
 		}
+		builtHelpers.dir = dir
+		root := repoRoot(t)
+		for _, m := range []string{"lazaret-coordinator", "lazaret-anchor", "lazaret-supervisor", "lazaret-guest", "lazaret-gitroute", "lazaret-netsidecar"} {
+			cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, m), ".")
+			cmd.Dir = filepath.Join(root, m)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				builtHelpers.err = fmt.Errorf("building %s: %v\n%s", m, err, out)
+				return
+			}
+		}
+		// The helpers must be reachable by the unprivileged IDs of the
+		// State Anchor's user namespace too.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			builtHelpers.err = err
+		}
+	})
+	if builtHelpers.err != nil {
+		t.Fatal(builtHelpers.err)
 	}
-	return dir
+	os.Setenv("LAZARET_LIBEXEC_DIR", builtHelpers.dir)
+	return builtHelpers.dir
+}
+
+// builtHelpers is what buildHelpers built in this process.
+var builtHelpers struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// TestMain removes the helpers this process built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtHelpers.dir != "" {
+		os.RemoveAll(builtHelpers.dir)
+	}
+	os.Exit(code)
 }
 
 // busyboxImage stores a busybox image (Debian's busybox-static) in the
