@@ -19,6 +19,7 @@ func App() *cli.App {
 			startCommand(), execCommand(), statusCommand(),
 			stopCommand(),
 			logCommand(),
+			recoverCommand(),
 			doctorCommand(), netCommand(),
 		},
 	}

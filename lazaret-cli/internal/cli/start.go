@@ -107,14 +107,7 @@ func attach(ctx context.Context, c *cli.Context, t *session.Target) (*session.Se
 	if session.IsTerminal(int(os.Stderr.Fd())) && stderrOf(c) == os.Stderr {
 		progress = session.NewPrinter(os.Stderr, session.ProgressDelay)
 	}
-	finder := func() (string, error) {
-		f, err := locate.New()
-		if err != nil {
-			return "", err
-		}
-		return f.Find("lazaret-coordinator")
-	}
-	a := session.NewAttacher(finder, progress)
+	a := session.NewAttacher(coordinatorBinary, progress)
 	client, _, err := a.Attach(ctx, t)
 	if err != nil {
 		return nil, fail(c, "%v", err)
@@ -229,4 +222,13 @@ func sessionExitCode(c *cli.Context, exit protocol.SessionExit, logPath string) 
 		fmt.Fprintf(stderrOf(c), "%s; coordinator log: %s\n", msg, logPath)
 	}
 	return code
+}
+
+// coordinatorBinary locates lazaret-coordinator among the helpers.
+func coordinatorBinary() (string, error) {
+	f, err := locate.New()
+	if err != nil {
+		return "", err
+	}
+	return f.Find("lazaret-coordinator")
 }

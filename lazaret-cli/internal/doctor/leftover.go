@@ -58,8 +58,14 @@ type LeftoverInput struct {
 }
 
 // recoverCommand is the command that releases a generation from its
-// recorded evidence.
-func recoverCommand(domain string) string { return "lazaret-cli recover --domain " + domain }
+// records: lazaret-cli recover for the profile and workspace the Domain
+// Store records (the next start of that profile does the same).
+func recoverCommand(st session.DomainStatus) string {
+	if st.Profile == "" || st.Workspace == "" {
+		return "lazaret-cli recover --profile PROFILE --workspace WORKSPACE   # the Domain's own; its Domain Store is " + shellQuote(st.StorePath)
+	}
+	return "lazaret-cli recover --profile " + shellQuote(st.Profile) + " --workspace " + shellQuote(st.Workspace)
+}
 
 // FindLeftovers returns the leftovers in in, in this order: per Domain (by
 // ID) its store and publication, then mounts (deepest first, so the
@@ -107,9 +113,9 @@ func domainLeftovers(d DomainFacts, storageRoot string) []Leftover {
 		if len(open) > 0 {
 			out = append(out, Leftover{
 				Kind: KindStore, Status: Fail, Domain: id, Path: st.StorePath,
-				Summary: fmt.Sprintf("Domain %s has no coordinator, but its Domain Store records participants that are not Clean (%s); starting it is refused until they are released",
+				Summary: fmt.Sprintf("Domain %s has no coordinator, but its Domain Store records participants that are not Clean (%s); the next start of its profile, or this command, releases them",
 					id, strings.Join(open, "; ")),
-				Command: recoverCommand(id),
+				Command: recoverCommand(st),
 			})
 		}
 	case session.StoreError:
@@ -145,7 +151,7 @@ func domainLeftovers(d DomainFacts, storageRoot string) []Leftover {
 	case len(open) > 0:
 		l.Status = Fail
 		l.Summary = fmt.Sprintf("Domain %s is published in %s but no coordinator holds its lock, and its generation needs recovery", id, st.RuntimeDir)
-		l.Command = recoverCommand(id)
+		l.Command = recoverCommand(st)
 	case st.Store == session.StoreRead || st.Store == session.StoreMissing:
 		l.Status = Warn
 		l.Summary = fmt.Sprintf("Domain %s is published in %s but no coordinator holds its lock; the next start of the Domain also removes these files", id, st.RuntimeDir)
@@ -153,7 +159,7 @@ func domainLeftovers(d DomainFacts, storageRoot string) []Leftover {
 	default:
 		l.Status = Fail
 		l.Summary = fmt.Sprintf("Domain %s is published in %s but no coordinator holds its lock, and its Domain Store cannot be read to tell whether recovery is needed", id, st.RuntimeDir)
-		l.Command = recoverCommand(id)
+		l.Command = recoverCommand(st)
 	}
 	return append(out, l)
 }

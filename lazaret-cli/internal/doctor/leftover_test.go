@@ -137,6 +137,10 @@ func domain(id, lock, store string, identity bool, states ...string) DomainFacts
 	return DomainFacts{Status: st, IdentityPath: st.RuntimeDir + "/identity", SocketPath: st.RuntimeDir + "/control.sock", IdentityExists: identity, SocketExists: identity}
 }
 
+// recoverUnknown is the recover command for a Domain whose profile and
+// workspace are not known (the fixture's statuses name none).
+const recoverUnknown = "lazaret-cli recover --profile PROFILE --workspace WORKSPACE   # the Domain's own; its Domain Store is /s/domains/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.db"
+
 func TestFindLeftovers(t *testing.T) {
 	type want struct {
 		kind    string
@@ -156,11 +160,11 @@ func TestFindLeftovers(t *testing.T) {
 		{"stale publication, no store", LeftoverInput{Domains: []DomainFacts{domain(idA, session.LockAbsent, session.StoreMissing, true)}},
 			[]want{{KindPublication, Warn, "rm -f -- /r/domains/" + idA + "/identity /r/domains/" + idA + "/control.sock"}}},
 		{"stale publication, unfinished generation", LeftoverInput{Domains: []DomainFacts{domain(idA, session.LockFree, session.StoreRead, true, "Committed")}},
-			[]want{{KindStore, Fail, "lazaret-cli recover --domain " + idA}, {KindPublication, Fail, "lazaret-cli recover --domain " + idA}}},
+			[]want{{KindStore, Fail, recoverUnknown}, {KindPublication, Fail, recoverUnknown}}},
 		{"unfinished generation only", LeftoverInput{Domains: []DomainFacts{domain(idA, session.LockFree, session.StoreRead, false, "Clean", "Intent")}},
-			[]want{{KindStore, Fail, "lazaret-cli recover --domain " + idA}}},
+			[]want{{KindStore, Fail, recoverUnknown}}},
 		{"damaged store", LeftoverInput{StorageRoot: "/s", Domains: []DomainFacts{domain(idA, session.LockFree, session.StoreError, true)}},
-			[]want{{KindStore, Fail, "lazaret-cli store quarantine --domain " + idA + " --storage-root /s"}, {KindPublication, Fail, "lazaret-cli recover --domain " + idA}}},
+			[]want{{KindStore, Fail, "lazaret-cli store quarantine --domain " + idA + " --storage-root /s"}, {KindPublication, Fail, recoverUnknown}}},
 		{"store held without lock", LeftoverInput{Domains: []DomainFacts{domain(idA, session.LockFree, session.StoreInUse, false)}},
 			[]want{{KindStore, Warn, "fuser -v /s/domains/" + idA + ".db"}}},
 		{"mounts", LeftoverInput{RuntimeRoot: "/r", StorageRoot: "/s",
@@ -262,7 +266,7 @@ func TestScanLeftoversFabricated(t *testing.T) {
 			mine = append(mine, l)
 		}
 	}
-	recoverStale := "lazaret-cli recover --domain " + stale.String()
+	recoverStale := "lazaret-cli recover --profile dev --workspace /home/u/src"
 	cp := control.DomainPaths(runtime, clean)
 	want := []Leftover{
 		{Kind: KindStore, Status: Fail, Domain: stale.String(), Path: domainstore.Path(storage, stale), Command: recoverStale},

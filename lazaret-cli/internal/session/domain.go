@@ -41,6 +41,9 @@ type Target struct {
 	DomainID    ids.DomainID
 	Fingerprint ids.Digest
 	Linger      time.Duration
+	// RecoverOnly makes the coordinator recover what an earlier one left
+	// and exit without starting a generation (lazaret-cli recover).
+	RecoverOnly bool
 }
 
 // Paths are the Domain's published files.
@@ -54,13 +57,17 @@ func (t *Target) LogPath() string { return filepath.Join(t.Paths().Dir, LogName)
 
 // CoordinatorArgs is the coordinator's command line after its path.
 func (t *Target) CoordinatorArgs() []string {
-	return []string{"serve",
+	args := []string{"serve",
 		"--config", t.ConfigFile,
 		"--profile", t.Profile,
 		"--workspace", t.Workspace,
 		"--fingerprint", t.Fingerprint.String(),
 		"--linger", t.Linger.String(),
 	}
+	if t.RecoverOnly {
+		args = append(args, "--recover-only")
+	}
+	return args
 }
 
 // MismatchError refuses to join a Domain that runs another configuration.
@@ -77,16 +84,35 @@ func (e *MismatchError) Error() string {
 		"(or wait until that Domain has torn down) and start again", e.Profile, e.Workspace, e.Running, e.Requested)
 }
 
-// LeftoverError refuses to start over a publication whose coordinator is
-// gone while the Domain Store still records live participants.
-type LeftoverError struct {
-	Identity string // the leftover identity file
-	Detail   string // what the Domain Store records as live
-}
+// ErrDomainRunning means recovery was asked for while a coordinator holds
+// the Domain lock: there is nothing to recover from a live coordinator.
+var ErrDomainRunning = errors.New("a coordinator holds the Domain lock")
 
-func (e *LeftoverError) Error() string {
-	return fmt.Sprintf("the Domain's previous coordinator is gone but left its publication %s, and the Domain Store records %s; "+
-		"that generation needs recovery (lazaret-cli recover) before the Domain can start again", e.Identity, e.Detail)
+// Recover takes the Domain lock and runs a coordinator that recovers the
+// generation an earlier coordinator left, from the Domain Store's records
+// alone, and exits. It returns ErrDomainRunning when the lock is held.
+func (a *Attacher[C]) Recover(ctx context.Context, t *Target) error {
+	if a.Progress != nil {
+		defer a.Progress.Done()
+	}
+	if err := domainDir(t.Paths().Dir); err != nil {
+		return err
+	}
+	lock, err := OpenLock(t.LockPath())
+	if err != nil {
+		return fmt.Errorf("opening the Domain lock: %w", err)
+	}
+	defer lock.Close()
+	taken, err := lock.TryLock()
+	if err != nil {
+		return fmt.Errorf("taking the Domain lock: %w", err)
+	}
+	if !taken {
+		return fmt.Errorf("%w %s; stop it first (lazaret-cli stop)", ErrDomainRunning, t.LockPath())
+	}
+	rt := *t
+	rt.RecoverOnly = true
+	return a.spawn(ctx, &rt, lock)
 }
 
 // ErrWaitTimeout means another process kept the Domain starting or
@@ -383,20 +409,17 @@ func (a *Attacher[C]) spawn(ctx context.Context, t *Target, lock *Lock) error {
 
 // clearLeftover handles a publication found while holding the Domain
 // lock: its coordinator is gone. When the Domain Store records nothing
-// live, the published names are removed; otherwise the start is refused.
+// live, the published names are removed here. Otherwise they are left for
+// the coordinator about to be spawned: before it starts a generation it
+// recovers the one left behind from its records, withdrawing those names
+// only where they are still the recorded objects.
 func (a *Attacher[C]) clearLeftover(t *Target) error {
 	p := t.Paths()
-	live := "an unreadable Domain Store"
 	if a.Live != nil {
-		l, err := a.Live(t)
-		if err != nil {
-			live = fmt.Sprintf("an unreadable Domain Store (%v)", err)
-		} else {
-			live = l
+		live, err := a.Live(t)
+		if err != nil || live != "" {
+			return nil
 		}
-	}
-	if live != "" {
-		return &LeftoverError{Identity: p.Identity, Detail: live}
 	}
 	for _, name := range []string{p.Identity, p.Socket} {
 		if err := removeOwned(name); err != nil {

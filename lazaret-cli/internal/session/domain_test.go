@@ -315,7 +315,7 @@ func TestAttachLeftover(t *testing.T) {
 		name string
 		live string
 	}{
-		{"live records refuse", "participant Sandbox of generation 01 in state Committed"},
+		{"live records are left to the coordinator's recovery", "participant Sandbox of generation 01 in state Committed"},
 		{"nothing live clears", ""},
 	}
 	for _, tt := range tests {
@@ -330,19 +330,10 @@ func TestAttachLeftover(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, spawned, err := f.attacher("ready", "FAKE_HOLD=1s").Attach(context.Background(), f.target)
-			var le *LeftoverError
-			if tt.live != "" {
-				if !errors.As(err, &le) || !strings.Contains(err.Error(), p.Identity) || !strings.Contains(err.Error(), tt.live) {
-					t.Fatalf("err = %v, want a LeftoverError naming the file and the live record", err)
-				}
-				if f.lockHeld() {
-					t.Fatal("the lock stays held after the refusal")
-				}
-				return
-			}
 			if err != nil || !spawned {
 				t.Fatalf("Attach = %v, spawned %v", err, spawned)
 			}
+
 		})
 	}
 }

@@ -27,11 +27,15 @@ func (r *report) line(s string) {
 }
 
 // step reports progress.
-func (r *report) step(s Step) {
+func (r *report) step(s Step) { r.progress(s.String()) }
+
+// progress reports a named step, such as "recover", which comes before
+// the start order.
+func (r *report) progress(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.finished {
-		r.line("step " + s.String())
+		r.line("step " + name)
 	}
 }
 

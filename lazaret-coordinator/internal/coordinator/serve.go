@@ -41,6 +41,9 @@ type Options struct {
 	// Environment is the process environment (the values behind env:
 	// references are read from it and kept in memory only).
 	Environment paths.Environment
+	// RecoverOnly ends after recovering what an earlier coordinator left,
+	// reporting ready, without starting a generation.
+	RecoverOnly bool
 	// Log receives helper output (the anchor's log); Logger the HC's own.
 	Log    io.Writer
 	Logger *slog.Logger
@@ -52,10 +55,6 @@ var ErrFingerprint = errors.New("configuration fingerprint mismatch")
 
 // ErrLock means fd 3 is not the Domain's lock held by this process.
 var ErrLock = errors.New("domain lock not held")
-
-// ErrLiveGeneration means the Domain Store records a generation that did
-// not end.
-var ErrLiveGeneration = errors.New("the domain store records an unfinished generation")
 
 // joinWindow is how long a fresh generation waits for its first command
 // when --linger is shorter: the CLI that started it must have time to
@@ -129,8 +128,21 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		return fmt.Errorf("opening the domain store: %w", err)
 	}
 	defer st.Close()
-	if err := noLiveGeneration(st); err != nil {
+	if live, err := liveGenerations(st); err != nil {
 		return err
+	} else if live > 0 {
+		rep.progress("recover")
+		recovered, err := recoverDomain(st, cfg.StorageRoot(), cp, log)
+		for _, r := range recovered {
+			log.Info("recovered a generation", "generation", r.GenerationID.String(), "from", r.From.String(), "released", r.Released)
+		}
+		if err != nil {
+			return fmt.Errorf("recovering the generation an earlier coordinator left: %w", err)
+		}
+	}
+	if opts.RecoverOnly {
+		rep.ready()
+		return nil
 	}
 	selfPidfd, err := hostid.OpenPidfd(os.Getpid())
 	if err != nil {
@@ -315,20 +327,23 @@ func sameFile(f *os.File, path string) error {
 	return nil
 }
 
-// noLiveGeneration refuses to start over a generation that did not end.
-func noLiveGeneration(st *domainstore.Store) error {
-	return st.View(func(tx *domainstore.Tx) error {
+// liveGenerations counts the generations in st that did not end: an
+// earlier coordinator died holding them.
+func liveGenerations(st *domainstore.Store) (int, error) {
+	n := 0
+	err := st.View(func(tx *domainstore.Tx) error {
 		c, err := tx.Scan()
 		if err != nil {
 			return fmt.Errorf("scanning the domain store %q: %w", st.Path(), err)
 		}
 		for _, g := range c.Generations {
-			if g.Generation.DurableDecision != domainstore.PhaseAbsent {
-				return fmt.Errorf("%w: generation %s in %v in %q; recover it with `lazaret-cli recover`", ErrLiveGeneration, g.Generation.GenerationID, g.Generation.DurableDecision, st.Path())
+			if g.Generation.DurableDecision != domainstore.PhaseAbsent || len(g.Participants) > 0 {
+				n++
 			}
 		}
 		return nil
 	})
+	return n, err
 }
 
 // findHelpers locates the helper programs and the runsc platform.
