@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"bytes"
-	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -13,10 +12,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-
-	"lazaret.dev/pkg/image/build"
-	imgstore "lazaret.dev/pkg/image/store"
 	"lazaret.dev/pkg/testgate"
 )
 
@@ -74,21 +69,7 @@ func gitImage(t testing.TB, storage string) {
 			t.Fatal(err)
 		}
 	}
-	layer, err := build.Layer(tree, build.Options{Time: time.Unix(1, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := build.Image([]v1.Layer{layer}, build.Config{Cmd: []string{"/bin/sh"}, Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := imgstore.Open(filepath.Join(storage, "images"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Put(context.Background(), gitTestImage, img, nil); err != nil {
-		t.Fatal(err)
-	}
+	storeTreeImage(t, tree, storage, gitTestImage)
 }
 
 // elfInterpreter returns the program interpreter an ELF file requests, ""

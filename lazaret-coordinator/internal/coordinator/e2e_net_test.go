@@ -3,14 +3,11 @@ package coordinator
 import (
 	"bufio"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/netlab"
 	"lazaret.dev/pkg/testgate"
@@ -163,34 +160,7 @@ func TestServeEndToEndNetworkReadinessFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.resolve(t)
-	lock, err := os.OpenFile(filepath.Join(e.paths.Dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
-	rr, rw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.OpenFile(filepath.Join(e.paths.Dir, "coordinator.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(e.bin, "lazaret-coordinator"), "serve",
-		"--config", e.cfgFile, "--profile", testProfile, "--workspace", e.workspace,
-		"--fingerprint", e.fingerprint, "--linger", "1s")
-	cmd.Env = e.environ
-	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{lock, rw}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	rw.Close()
-	logf.Close()
+	cmd, lock, rr := e.spawn(t, time.Second)
 	var report []string
 	sc := bufio.NewScanner(rr)
 	for sc.Scan() {

@@ -3,14 +3,11 @@ package coordinator
 import (
 	"bufio"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // startKilled spawns a coordinator as start does and kills it with
@@ -19,36 +16,8 @@ import (
 // returns once the killed process is reaped.
 func (e *env) startKilled(t *testing.T, at string) {
 	t.Helper()
-	lock, err := os.OpenFile(filepath.Join(e.paths.Dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatalf("domain lock busy: %v", err)
-	}
-	rr, rw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd, lock, rr := e.spawn(t, time.Minute)
 	defer rr.Close()
-	logf, err := os.OpenFile(filepath.Join(e.paths.Dir, "coordinator.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(e.bin, "lazaret-coordinator"), "serve",
-		"--config", e.cfgFile, "--profile", testProfile, "--workspace", e.workspace,
-		"--fingerprint", e.fingerprint, "--linger", "1m")
-	cmd.Env = e.environ
-	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{lock, rw}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	rw.Close()
-	logf.Close()
 	lock.Close()
 	want := at
 	if at == "teardown" {

@@ -154,6 +154,13 @@ func busyboxImage(t testing.TB, storage string) {
 	}
 	os.WriteFile(filepath.Join(tree, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
 	os.WriteFile(filepath.Join(tree, "etc/group"), []byte("root:x:0:\n"), 0o644)
+	storeTreeImage(t, tree, storage, testImage)
+}
+
+// storeTreeImage stores the directory tree as the one-layer image ref,
+// running /bin/sh, in the image store of storage.
+func storeTreeImage(t testing.TB, tree, storage, ref string) {
+	t.Helper()
 	layer, err := build.Layer(tree, build.Options{Time: time.Unix(1, 0)})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +173,7 @@ func busyboxImage(t testing.TB, storage string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(context.Background(), testImage, img, nil); err != nil {
+	if _, err := s.Put(context.Background(), ref, img, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -297,9 +304,11 @@ type hc struct {
 	err    error
 }
 
-// start spawns `lazaret-coordinator serve` as the CLI does and waits for
-// its start report.
-func (e *env) start(t *testing.T, linger time.Duration) *hc {
+// spawn starts `lazaret-coordinator serve` as the CLI does: the Domain
+// lock flocked and passed as fd 3, the start report pipe as fd 4, output
+// appended to coordinator.log. It returns the lock (the caller closes its
+// copy once the coordinator holds it) and the report's read end.
+func (e *env) spawn(t *testing.T, linger time.Duration) (*exec.Cmd, *os.File, *os.File) {
 	t.Helper()
 	lock, err := os.OpenFile(filepath.Join(e.paths.Dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -324,12 +333,20 @@ func (e *env) start(t *testing.T, linger time.Duration) *hc {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{lock, rw}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	rw.Close()
 	logf.Close()
+	return cmd, lock, rr
+}
+
+// start spawns `lazaret-coordinator serve` as the CLI does and waits for
+// its start report.
+func (e *env) start(t *testing.T, linger time.Duration) *hc {
+	t.Helper()
+	t0 := time.Now()
+	cmd, lock, rr := e.spawn(t, linger)
 	h := &hc{cmd: cmd, lock: lock, done: make(chan struct{})}
 	go func() { h.err = cmd.Wait(); close(h.done) }()
 	t.Cleanup(func() {

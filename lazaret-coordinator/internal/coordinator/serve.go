@@ -132,9 +132,11 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		return err
 	} else if live > 0 {
 		rep.progress("recover")
+		t0 := time.Now()
 		recovered, err := recoverDomain(st, cfg.StorageRoot(), cp, log)
 		for _, r := range recovered {
-			log.Info("recovered a generation", "generation", r.GenerationID.String(), "from", r.From.String(), "released", r.Released)
+			log.Info("recovered a generation", "generation", r.GenerationID.String(), "from", r.From.String(),
+				"released", r.Released, "seconds", time.Since(t0).Seconds())
 		}
 		if err != nil {
 			return fmt.Errorf("recovering the generation an earlier coordinator left: %w", err)
