@@ -94,3 +94,96 @@ func TestServeEndToEndRecoveryAfterCoordinatorKilled(t *testing.T) {
 		t.Fatalf("the host workspace file: %q, %v", b, err)
 	}
 }
+
+// childNamed is the coordinator's child whose argv[0] ends in name.
+func childNamed(t *testing.T, hcPid int, name string) proc {
+	t.Helper()
+	for _, p := range processes() {
+		if p.ppid == hcPid && len(p.argv) > 0 && filepath.Base(p.argv[0]) == name {
+			return p
+		}
+	}
+	t.Fatalf("no child %s of the coordinator %d", name, hcPid)
+	return proc{}
+}
+
+// TestServeEndToEndRuntimeFaultsInSteadyState: a runtime process stopped
+// with SIGSTOP and continued is survived; the State Anchor or the attached
+// runsc killed with SIGKILL fails the generation, which its coordinator
+// releases completely, and the next start serves the data of earlier
+// generations.
+func TestServeEndToEndRuntimeFaultsInSteadyState(t *testing.T) {
+	if !enterInternet(t) {
+		return
+	}
+	e := newEnv(t)
+	e.gitWorkspace(t)
+	seed := e.start(t, time.Minute)
+	c, session := e.client(t)
+	if _, errs, x := execute(t, c, session(), "sh", "-c", "echo kept > /home/agent/kept"); code(x) != 0 {
+		t.Fatalf("seeding: %s %+v", errs, x)
+	}
+
+	t.Run("SIGSTOP and SIGCONT", func(t *testing.T) {
+		for _, name := range []string{"lazaret-anchor", "lazaret-gitroute", "lazaret-netsidecar", "slirp4netns"} {
+			p := childNamed(t, seed.cmd.Process.Pid, name)
+			if err := syscall.Kill(p.pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second)
+			if err := syscall.Kill(p.pid, syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			out, errs, x := execute(t, c, session(), "cat", "/home/agent/kept")
+			if code(x) != 0 || out != "kept\n" {
+				t.Fatalf("after stopping and continuing %s: stdout %q stderr %q exit %+v", name, out, errs, x)
+			}
+		}
+		select {
+		case <-seed.done:
+			t.Fatalf("the coordinator exited after SIGSTOP/SIGCONT of its helpers: %v\n%s", seed.err, e.log(t))
+		default:
+		}
+	})
+	c.Close()
+	seed.cmd.Process.Signal(syscall.SIGTERM)
+	<-seed.done
+
+	for _, victim := range []string{"lazaret-anchor", "runsc"} {
+		t.Run("SIGKILL of "+victim, func(t *testing.T) {
+			h := e.start(t, time.Minute)
+			var pid int
+			if victim == "runsc" {
+				rs, _ := runtimeSupervisor(t, h.cmd.Process.Pid)
+				pid = childNamed(t, rs.pid, "runsc").pid
+			} else {
+				pid = childNamed(t, h.cmd.Process.Pid, victim).pid
+			}
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-h.done:
+			case <-time.After(120 * time.Second):
+				t.Fatalf("the coordinator still runs 120 s after %s was killed\n%s", victim, e.log(t))
+			}
+			if h.err == nil || !strings.Contains(e.log(t), `msg="generation failed"`) {
+				t.Fatalf("the generation did not fail after %s was killed: exit %v\n%s", victim, h.err, e.log(t))
+			}
+			checkNothingLeft(t, e)
+			if t.Failed() {
+				t.Logf("coordinator log:\n%s", e.log(t))
+			}
+			h2 := e.start(t, time.Minute)
+			c2, session2 := e.client(t)
+			out, errs, x := execute(t, c2, session2(), "cat", "/home/agent/kept")
+			if code(x) != 0 || out != "kept\n" {
+				t.Fatalf("the next generation: stdout %q stderr %q exit %+v", out, errs, x)
+			}
+			c2.Close()
+			h2.cmd.Process.Signal(syscall.SIGTERM)
+			<-h2.done
+			checkNothingLeft(t, e)
+		})
+	}
+}

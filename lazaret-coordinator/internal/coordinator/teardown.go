@@ -202,9 +202,48 @@ func (g *generation) releaseAll() error {
 			err = g.releasePrepare()
 		}
 		if err != nil {
-			return fmt.Errorf("releasing the %s step: %w", step, err)
+			// What the live release could not undo (a dead State Anchor
+			// takes runsc delete's way into its namespaces with it) is
+			// released from the records, as the next start would.
+			g.log.Warn("releasing the step from its records", "step", step.String(), "err", err.Error())
+			if rerr := g.releaseFromRecords(step); rerr != nil {
+				return fmt.Errorf("releasing the %s step: %w", step, errors.Join(err, rerr))
+			}
 		}
 		g.log.Info("released", "step", step.String())
+	}
+	return nil
+}
+
+// stepRoles are the participants each step records, in release order.
+var stepRoles = map[Step][]domainstore.Role{
+	StepPublish:    {domainstore.RolePublication},
+	StepSandbox:    {domainstore.RoleSandbox},
+	StepNetwork:    {domainstore.RoleHelper, domainstore.RoleNetwork},
+	StepGitRouting: {domainstore.RoleGitRouting},
+	StepAnchor:     {domainstore.RoleStateAnchor},
+	StepPrepare:    {domainstore.RolePreparedLower},
+}
+
+// releaseFromRecords releases the step's participants that are not Clean
+// as recovery does, from their records alone (recover.go).
+func (g *generation) releaseFromRecords(step Step) error {
+	for _, role := range stepRoles[step] {
+		p, ok := g.current(role)
+		if !ok || p.State == domainstore.StateClean {
+			continue
+		}
+		if err := g.releaseIntent(role, recordReleaseIntent); err != nil {
+			return err
+		}
+		p, _ = g.current(role)
+		method, err := g.recoverParticipant(p, g.cfg.StorageRoot())
+		if err != nil {
+			return fmt.Errorf("releasing the %v participant from its record: %w", role, err)
+		}
+		if err := g.clean(role, method); err != nil {
+			return err
+		}
 	}
 	return nil
 }
