@@ -2,6 +2,7 @@ package netsidecar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -151,6 +152,11 @@ func (c *Channel) Receive(ctx context.Context) (Message, error) {
 	}); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("receiving control message: %w", ctx.Err())
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The read deadline is only ever ctx's deadline, and it can
+			// fire a moment before ctx's own timer does.
+			return nil, fmt.Errorf("receiving control message: %w", context.DeadlineExceeded)
 		}
 		return nil, fmt.Errorf("receiving control message: %w", err)
 	}
