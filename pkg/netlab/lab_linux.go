@@ -234,35 +234,20 @@ func ServeTCP(t testing.TB, ns *os.File, addr netip.AddrPort) {
 }
 
 func serveTCP(ns *os.File, addr netip.AddrPort) (net.Listener, error) {
-	var ln net.Listener
-	err := netpath.InNetNS(ns, func() error {
-		var err error
-		ln, err = net.Listen("tcp4", addr.String())
-		return err
+	return serveConns(ns, addr, func(c net.Conn) {
+		c.Write([]byte("hello from " + addr.String() + "\n"))
 	})
-	if err != nil {
-		return nil, fmt.Errorf("listening on %v: %w", addr, err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go greet(c, addr)
-		}
-	}()
-	return ln, nil
-}
-
-func greet(c net.Conn, addr netip.AddrPort) {
-	c.Write([]byte("hello from " + addr.String() + "\n"))
-	c.Close()
 }
 
 // serveDiscard listens on addr inside ns and reads every connection to
 // its end (the discard service), for throughput measurements.
 func serveDiscard(ns *os.File, addr netip.AddrPort) (net.Listener, error) {
+	return serveConns(ns, addr, func(c net.Conn) { io.Copy(io.Discard, c) })
+}
+
+// serveConns listens on addr inside ns and runs handle on every
+// connection, closing it afterwards, until the listener is closed.
+func serveConns(ns *os.File, addr netip.AddrPort, handle func(net.Conn)) (net.Listener, error) {
 	var ln net.Listener
 	err := netpath.InNetNS(ns, func() error {
 		var err error
@@ -279,8 +264,8 @@ func serveDiscard(ns *os.File, addr netip.AddrPort) (net.Listener, error) {
 				return
 			}
 			go func() {
-				io.Copy(io.Discard, c)
-				c.Close()
+				defer c.Close()
+				handle(c)
 			}()
 		}
 	}()

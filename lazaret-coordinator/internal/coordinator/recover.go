@@ -115,27 +115,37 @@ func recoverGeneration(st *domainstore.Store, storageRoot string, cp control.Pat
 		}
 	}
 	for _, role := range recoveryOrder {
-		p, ok := g.current(role)
-		if !ok || p.State == domainstore.StateClean {
-			continue
-		}
-		if err := g.releaseIntent(role, recordReleaseIntent); err != nil {
-			return r, err
-		}
-		p, _ = g.current(role)
-		method, err := g.recoverParticipant(p, storageRoot)
+		method, err := g.releaseFromRecord(role, storageRoot)
 		if err != nil {
-			return r, fmt.Errorf("recovering the %v participant of generation %s: %w", role, g.id, err)
+			return r, fmt.Errorf("recovering generation %s: %w", g.id, err)
 		}
-		if err := g.clean(role, method); err != nil {
-			return r, err
+		if method != "" {
+			r.Released = append(r.Released, role.String()+": "+method)
 		}
-		r.Released = append(r.Released, role.String()+": "+method)
 	}
 	if err := g.setPhase(domainstore.PhaseAbsent); err != nil {
 		return r, err
 	}
 	return r, g.finish()
+}
+
+// releaseFromRecord releases role's participant, unless it is absent or
+// Clean, from its record alone: ReleaseIntent, the release, then Clean
+// with how. It returns how, or "" when there was nothing to release.
+func (g *generation) releaseFromRecord(role domainstore.Role, storageRoot string) (string, error) {
+	p, ok := g.current(role)
+	if !ok || p.State == domainstore.StateClean {
+		return "", nil
+	}
+	if err := g.releaseIntent(role, recordReleaseIntent); err != nil {
+		return "", err
+	}
+	p, _ = g.current(role)
+	method, err := g.recoverParticipant(p, storageRoot)
+	if err != nil {
+		return "", fmt.Errorf("releasing the %v participant from its record: %w", role, err)
+	}
+	return method, g.clean(role, method)
 }
 
 // recordReleaseIntent moves the phases inside a record along with its

@@ -229,19 +229,7 @@ var stepRoles = map[Step][]domainstore.Role{
 // as recovery does, from their records alone (recover.go).
 func (g *generation) releaseFromRecords(step Step) error {
 	for _, role := range stepRoles[step] {
-		p, ok := g.current(role)
-		if !ok || p.State == domainstore.StateClean {
-			continue
-		}
-		if err := g.releaseIntent(role, recordReleaseIntent); err != nil {
-			return err
-		}
-		p, _ = g.current(role)
-		method, err := g.recoverParticipant(p, g.cfg.StorageRoot())
-		if err != nil {
-			return fmt.Errorf("releasing the %v participant from its record: %w", role, err)
-		}
-		if err := g.clean(role, method); err != nil {
+		if _, err := g.releaseFromRecord(role, g.cfg.StorageRoot()); err != nil {
 			return err
 		}
 	}
