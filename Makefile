@@ -37,7 +37,7 @@ LDFLAGS := -s -w -buildid= \
 BUILDENV := CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 BUILDFLAGS := -trimpath -ldflags '$(LDFLAGS)'
 
-.PHONY: runsc install-runsc bench-runsc all build $(addprefix bin/,$(BINARIES)) bin/testinternet test test-root e2e check vet \
+.PHONY: runsc install-runsc bench-runsc all build $(addprefix bin/,$(BINARIES)) bin/testinternet bin/tracecheck test test-root e2e check vet \
 	bench fuzz-smoke install $(addprefix install-,$(BINARIES)) clean tla
 
 all: build
@@ -52,6 +52,10 @@ $(addprefix bin/,$(BINARIES)): bin/%:
 
 # The test internet of pkg/netlab as a program (root): .ci/run starts it for
 # the unprivileged run, scripts/in-test-internet for benchmarks. Not installed.
+bin/tracecheck:
+	@mkdir -p bin
+	cd pkg && $(BUILDENV) $(GO) build -trimpath -o ../bin/tracecheck ./conform/cmd/tracecheck
+
 bin/testinternet:
 	@mkdir -p bin
 	cd pkg && $(BUILDENV) $(GO) build -trimpath -o ../bin/testinternet ./netlab/cmd/testinternet

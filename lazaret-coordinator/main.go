@@ -34,6 +34,7 @@ func main() {
 				&cli.StringFlag{Name: "workspace", Required: true, Usage: "canonical git workspace"},
 				&cli.StringFlag{Name: "fingerprint", Required: true, Usage: "configuration fingerprint the CLI resolved (64 hex digits)"},
 				&cli.DurationFlag{Name: "linger", Value: 10 * time.Second, Usage: "how long to stay up with no session running (0: stop after the last)"},
+				&cli.StringFlag{Name: "session", Usage: "the session of the CLI that starts this generation (32 hex digits)"},
 				&cli.BoolFlag{Name: "recover-only", Usage: "recover what an earlier coordinator left, report ready and exit without starting a generation"},
 			},
 			Action: func(c *cli.Context) error {
@@ -44,6 +45,7 @@ func main() {
 					Fingerprint: c.String("fingerprint"),
 					Linger:      c.Duration("linger"),
 					RecoverOnly: c.Bool("recover-only"),
+					Session:     c.String("session"),
 				})
 			},
 		}},

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"lazaret.dev/pkg/conform"
 	"lazaret.dev/pkg/netlab"
+	"lazaret.dev/pkg/trace"
 )
 
 // sandbox is one test's isolated user: XDG directories, a configuration
@@ -58,6 +60,10 @@ func newSandbox(t *testing.T) *sandbox {
 		"LAZARET_CONFIG=",
 		"LAZARET_LIBEXEC_DIR=" + bin,
 		"LAZARET_RUNSC=" + runsc,
+		trace.EnvDir + "=" + filepath.Join(home, "trace"),
+	}
+	if err := os.Mkdir(filepath.Join(home, "trace"), 0o700); err != nil {
+		t.Fatal(err)
 	}
 	s.config = s.writeConfig("config.toml", `"/root"`)
 	repo, err := filepath.Abs("../..")
@@ -69,8 +75,25 @@ func newSandbox(t *testing.T) *sandbox {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make-test-image: %v\n%s", err, out)
 	}
-	t.Cleanup(s.waitTeardown)
+	t.Cleanup(func() {
+		s.waitTeardown()
+		s.checkTraces()
+	})
 	return s
+}
+
+// checkTraces validates the protocol traces of the test's coordinators,
+// all gone by now, against the model.
+func (s *sandbox) checkTraces() {
+	reps, err := conform.ValidateDir(filepath.Join(s.home, "trace"))
+	if err != nil {
+		s.t.Errorf("protocol trace: %v", err)
+		return
+	}
+	for _, r := range reps {
+		s.t.Logf("protocol trace: %d events, %d sessions, %d requests, %d model steps in %d projections: valid",
+			r.Events, r.Sessions, r.Requests, r.Steps, r.Projections)
+	}
 }
 
 func (s *sandbox) writeConfig(name, persistent string) string {

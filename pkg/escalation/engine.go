@@ -158,6 +158,12 @@ type Event struct {
 	// Err explains refusals, failures, timeouts, prompts and deliveries
 	// without acknowledgment; nil otherwise. Test with errors.Is.
 	Err error
+	// Binding is the verified request's session binding (zero for a
+	// refusal).
+	Binding protocol.SessionBinding
+	// Decider is the session binding of the verified developer decision,
+	// from the decision on; nil before and for auto-approved requests.
+	Decider *protocol.SessionBinding
 }
 
 // Engine verifies mailbox records and drives requests. Build one per

@@ -79,6 +79,29 @@ func Decide(argv []string, rules []config.AutoApprovalRule) Decision {
 	if CommandRequiresShell(argv) {
 		return Decision{Rule: -1, Why: ErrShellForm}
 	}
+	if i, prefixInterpreter := ruleAdmitting(argv, rules); i >= 0 {
+		return Decision{Auto: true, Rule: i}
+	} else if prefixInterpreter {
+		return Decision{Rule: -1, Why: ErrInterpreterPrefix}
+	}
+	return Decision{Rule: -1, Why: ErrNoRule}
+}
+
+// RuleAdmits reports whether a rule admits argv, the shell-form test
+// aside: the model's AutoRuleMatches, which Decide combines with
+// CommandRequiresShell. Traces record the two apart so that the checker,
+// not Decide, combines them.
+func RuleAdmits(argv []string, rules []config.AutoApprovalRule) bool {
+	if len(argv) == 0 {
+		return false
+	}
+	i, _ := ruleAdmitting(argv, rules)
+	return i >= 0
+}
+
+// ruleAdmitting returns the index of the first rule admitting argv, or -1
+// and whether a prefix rule matched an interpreter.
+func ruleAdmitting(argv []string, rules []config.AutoApprovalRule) (int, bool) {
 	interpreter := interpreters[path.Base(argv[0])]
 	prefixInterpreter := false
 	for i, r := range rules {
@@ -89,10 +112,7 @@ func Decide(argv []string, rules []config.AutoApprovalRule) Decision {
 			prefixInterpreter = true
 			continue
 		}
-		return Decision{Auto: true, Rule: i}
+		return i, false
 	}
-	if prefixInterpreter {
-		return Decision{Rule: -1, Why: ErrInterpreterPrefix}
-	}
-	return Decision{Rule: -1, Why: ErrNoRule}
+	return -1, prefixInterpreter
 }

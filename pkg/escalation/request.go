@@ -29,6 +29,7 @@ type request struct {
 
 	mu       sync.Mutex
 	phase    Phase
+	decider  *protocol.SessionBinding // the verified decision's binding
 	sphase   SessionPhase
 	source   Source
 	rule     int
@@ -78,6 +79,7 @@ func (r *request) transition(reason error, change func()) {
 		Session: r.session, Request: r.id, Phase: r.phase, SessionPhase: r.sphase,
 		Source: r.source, Rule: r.rule, Argv: slices.Clone(r.argv),
 		Outcome: r.outcome, ExitCode: r.exitCode, Err: reason,
+		Binding: r.verified.Request.SessionBinding, Decider: r.decider,
 	}
 	r.mu.Unlock()
 	r.e.emit(ev)
@@ -177,8 +179,10 @@ func (r *request) prompt() ([]string, protocol.EscalationOutcome, error) {
 			<-pctx.Done()
 			return ended()
 		}
+		decider := dec.SessionBinding
 		if dec.Decision == protocol.DecisionDeny {
 			r.transition(nil, func() {
+				r.decider = &decider
 				r.source = SourceDeveloper
 				r.sphase = SessionAttached
 			})
@@ -186,6 +190,7 @@ func (r *request) prompt() ([]string, protocol.EscalationOutcome, error) {
 		}
 		approved := slices.Clone(dec.ApprovedCommandArgv)
 		r.transition(nil, func() {
+			r.decider = &decider
 			r.phase, r.source, r.argv = PhaseApproved, SourceDeveloper, slices.Clone(approved)
 		})
 		return approved, 0, nil

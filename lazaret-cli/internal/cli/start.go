@@ -14,6 +14,7 @@ import (
 	"lazaret.dev/lazaret-cli/internal/session"
 	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/config"
+	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/layout"
 	"lazaret.dev/pkg/locate"
 	"lazaret.dev/pkg/paths"
@@ -108,11 +109,12 @@ func attach(ctx context.Context, c *cli.Context, t *session.Target) (*session.Se
 		progress = session.NewPrinter(os.Stderr, session.ProgressDelay)
 	}
 	a := session.NewAttacher(coordinatorBinary, progress)
+	t.Session = ids.SessionID(ids.New())
 	client, _, err := a.Attach(ctx, t)
 	if err != nil {
 		return nil, fail(c, "%v", err)
 	}
-	s, err := session.Register(ctx, client)
+	s, err := session.Register(ctx, client, t.Session)
 	if err != nil {
 		client.Close()
 		return nil, fail(c, "%v", err)

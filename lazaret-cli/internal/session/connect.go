@@ -23,9 +23,10 @@ type Session struct {
 // ID is the session ID.
 func (s *Session) ID() ids.SessionID { return s.Binding.SessionID }
 
-// Register enrolls a fresh CLI ID on client and registers a fresh session
-// with a fresh Ed25519 session anchor key.
-func Register(ctx context.Context, client *control.Client) (*Session, error) {
+// Register enrolls a fresh CLI ID on client and registers session id
+// (chosen by the caller before it attached, so that a coordinator it
+// spawned knows its starter) with a fresh Ed25519 session anchor key.
+func Register(ctx context.Context, client *control.Client, id ids.SessionID) (*Session, error) {
 	cli := ids.CLIID(ids.New())
 	if _, err := client.Enroll(ctx, cli); err != nil {
 		return nil, err
@@ -37,7 +38,7 @@ func Register(ctx context.Context, client *control.Client) (*Session, error) {
 	binding := protocol.SessionBinding{
 		GenerationIdentity:     client.Publication().GenerationIdentity,
 		CLIID:                  cli,
-		SessionID:              ids.SessionID(ids.New()),
+		SessionID:              id,
 		SessionAnchorPublicKey: key.Public(),
 	}
 	capability, err := client.Register(ctx, binding)

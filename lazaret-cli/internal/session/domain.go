@@ -44,6 +44,9 @@ type Target struct {
 	// RecoverOnly makes the coordinator recover what an earlier one left
 	// and exit without starting a generation (lazaret-cli recover).
 	RecoverOnly bool
+	// Session is the session this command will register; a coordinator
+	// it spawns records it as the generation's starter.
+	Session ids.SessionID
 }
 
 // Paths are the Domain's published files.
@@ -66,6 +69,8 @@ func (t *Target) CoordinatorArgs() []string {
 	}
 	if t.RecoverOnly {
 		args = append(args, "--recover-only")
+	} else if !ids.ID(t.Session).IsZero() {
+		args = append(args, "--session", t.Session.String())
 	}
 	return args
 }

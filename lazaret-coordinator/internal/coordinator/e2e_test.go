@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/config"
+	"lazaret.dev/pkg/conform"
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/image/build"
@@ -30,6 +31,7 @@ import (
 	"lazaret.dev/pkg/paths"
 	"lazaret.dev/pkg/protocol"
 	"lazaret.dev/pkg/testgate"
+	"lazaret.dev/pkg/trace"
 )
 
 const (
@@ -185,6 +187,7 @@ type env struct {
 	storage, xdgRun    string
 	workspace, cfgFile string
 	secret             string
+	traces             string // $LAZARET_TRACE_DIR of the test's coordinators
 	environ            []string
 	domain             ids.DomainID
 	fingerprint        string
@@ -210,6 +213,14 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("git init: %v: %s", err, out)
 	}
 	busyboxImage(t, e.storage)
+	e.traces = filepath.Join(base, "trace")
+	if err := os.Mkdir(e.traces, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Registered first, so run last: after every coordinator of the test
+	// has been stopped, its protocol trace must be a behaviour of the
+	// model.
+	t.Cleanup(func() { e.checkTraces(t) })
 	e.secret = "s3cr3t-" + hex.EncodeToString(randBytes(12))
 	e.cfgFile = filepath.Join(base, "config.toml")
 	cfg := fmt.Sprintf(`schema = "lazaret-trusted-host-config-v1"
@@ -242,12 +253,27 @@ dns = [{ resolver = "198.51.100.53", query = "example.com" }]
 		"LAZARET_LIBEXEC_DIR=" + e.bin,
 		EnvRunsc + "=" + e.runsc,
 		secretHostVar + "=" + e.secret,
+		trace.EnvDir + "=" + e.traces,
 	}
 	if v := os.Getenv(EnvRunscPlatform); v != "" {
 		e.environ = append(e.environ, EnvRunscPlatform+"="+v)
 	}
 	e.resolve(t)
 	return e
+}
+
+// checkTraces validates the protocol traces the test's coordinators
+// recorded against the model.
+func (e *env) checkTraces(t *testing.T) {
+	reps, err := conform.ValidateDir(e.traces)
+	if err != nil {
+		t.Errorf("protocol trace: %v", err)
+		return
+	}
+	for _, r := range reps {
+		t.Logf("protocol trace: %d events, %d sessions, %d requests, %d model steps in %d projections: valid",
+			r.Events, r.Sessions, r.Requests, r.Steps, r.Projections)
+	}
 }
 
 // resolve resolves the configuration file as the CLI does and sets the

@@ -124,6 +124,7 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 				args = append(args, "reason", ev.Err.Error())
 			}
 			g.log.Info("escalation", args...)
+			g.trace.escalation(ev)
 			// A failed audit write is logged, not fatal: the engine has
 			// already made the transition and the guest waits for its
 			// result, so the request goes on, and the line above still

@@ -77,6 +77,9 @@ type generation struct {
 
 	staged *control.Staged
 	pub    *control.Publication
+
+	// trace records the protocol events when tracing is on (tracer.go).
+	trace *tracer
 }
 
 // Generation directory layout (docs/COORDINATOR.md).

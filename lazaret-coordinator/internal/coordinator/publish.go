@@ -29,6 +29,7 @@ func (g *generation) startPublish() error {
 	}); err != nil {
 		return err
 	}
+	g.trace.domain("PublishDomain")
 	pub, err := st.Publish()
 	if err != nil {
 		return fmt.Errorf("publishing the control socket and identity file: %w", err)

@@ -56,7 +56,7 @@ type Recovered struct {
 // when its mount ID, device and inode match the record; a PID or a path
 // alone authorises nothing. The workspace, the persistent directories and
 // the isolated roots are never touched.
-func recoverDomain(st *domainstore.Store, storageRoot string, cp control.Paths, log *slog.Logger) ([]Recovered, error) {
+func recoverDomain(st *domainstore.Store, storageRoot string, cp control.Paths, log *slog.Logger, tr *tracer) ([]Recovered, error) {
 	var c domainstore.Contents
 	if err := st.View(func(tx *domainstore.Tx) error {
 		var err error
@@ -70,7 +70,7 @@ func recoverDomain(st *domainstore.Store, storageRoot string, cp control.Paths, 
 		if gc.Generation.DurableDecision == domainstore.PhaseAbsent && len(gc.Participants) == 0 {
 			continue
 		}
-		r, err := recoverGeneration(st, storageRoot, cp, gc, log)
+		r, err := recoverGeneration(st, storageRoot, cp, gc, log, tr)
 		if err != nil {
 			return out, err
 		}
@@ -79,19 +79,21 @@ func recoverDomain(st *domainstore.Store, storageRoot string, cp control.Paths, 
 	return out, nil
 }
 
-func recoverGeneration(st *domainstore.Store, storageRoot string, cp control.Paths, gc domainstore.GenerationRecords, log *slog.Logger) (Recovered, error) {
+func recoverGeneration(st *domainstore.Store, storageRoot string, cp control.Paths, gc domainstore.GenerationRecords, log *slog.Logger, tr *tracer) (Recovered, error) {
 	rec := gc.Generation
 	g := &generation{
 		store: st, domain: rec.DomainID, id: rec.GenerationID,
 		log:          log.With("recovering", rec.GenerationID.String()),
 		participants: map[domainstore.Role]domainstore.Participant{},
 		paths:        cp,
+		trace:        tr,
 	}
 	g.dir = filepath.Join(cp.Dir, "gen-"+g.id.String())
 	for _, p := range gc.Participants {
 		g.participants[p.Role] = p
 	}
 	r := Recovered{GenerationID: rec.GenerationID, From: rec.DurableDecision}
+	tr.recovering(rec.GenerationID, rec.DurableDecision)
 	g.log.Warn("recovering a generation an earlier coordinator left", "phase", rec.DurableDecision.String(), "participants", len(gc.Participants))
 
 	switch rec.DurableDecision {
@@ -122,11 +124,16 @@ func recoverGeneration(st *domainstore.Store, storageRoot string, cp control.Pat
 		if method != "" {
 			r.Released = append(r.Released, role.String()+": "+method)
 		}
+		tr.recovered(role)
 	}
 	if err := g.setPhase(domainstore.PhaseAbsent); err != nil {
 		return r, err
 	}
-	return r, g.finish()
+	if err := g.finish(); err != nil {
+		return r, err
+	}
+	tr.finishRecovery()
+	return r, nil
 }
 
 // releaseFromRecord releases role's participant, unless it is absent or

@@ -172,6 +172,7 @@ func (g *generation) startSandbox(ctx context.Context) error {
 	if err := g.waitRunning(ctx, sb); err != nil {
 		return err
 	}
+	g.trace.sandboxStarted(g.sandboxID)
 	return g.update(role, role.ActiveState(), func(*domainstore.ParticipantOwnership) {})
 }
 
@@ -186,9 +187,15 @@ func (h sandboxHooks) StageSupervisor(_ context.Context, s hostid.StagedProcessO
 }
 
 func (h sandboxHooks) CommitSupervisor(_ context.Context, s hostid.StagedProcessOwnership) error {
-	return h.g.update(domainstore.RoleSandbox, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+	err := h.g.update(domainstore.RoleSandbox, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		o.Sandbox.RuntimeSupervisor = committed(s.Identity)
 	})
+	if err == nil {
+		// The supervisor arms its child's parent-death signal before the
+		// child runs anything: the edge is armed with the supervisor.
+		h.g.trace.supervisorStarted()
+	}
+	return err
 }
 
 func (h sandboxHooks) StageChild(_ context.Context, s hostid.StagedProcessOwnership) error {
@@ -215,6 +222,7 @@ func (g *generation) waitRunning(ctx context.Context, sb *sandbox) error {
 		}
 		select {
 		case <-sb.exited:
+			g.trace.runtimeLost(errors.Is(sb.err, supervise.ErrNoExitReport))
 			return fmt.Errorf("runsc run of container %q ended during start (%v, %v); see the log", sb.id, sb.status, sb.err)
 		case <-ctx.Done():
 			return ctx.Err()

@@ -18,6 +18,7 @@ import (
 	"lazaret.dev/pkg/config"
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/domainstore"
+	"lazaret.dev/pkg/escalation"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/layout"
@@ -44,6 +45,9 @@ type Options struct {
 	// RecoverOnly ends after recovering what an earlier coordinator left,
 	// reporting ready, without starting a generation.
 	RecoverOnly bool
+	// Session is the session of the CLI that spawned this coordinator (32
+	// hex digits), or empty.
+	Session string
 	// Log receives helper output (the anchor's log); Logger the HC's own.
 	Log    io.Writer
 	Logger *slog.Logger
@@ -104,6 +108,12 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 	if got := hex.EncodeToString(fp[:]); got != opts.Fingerprint {
 		return fmt.Errorf("%w: the CLI resolved %s, the coordinator resolved %s; the configuration file changed in between, start again", ErrFingerprint, opts.Fingerprint, got)
 	}
+	if opts.Session != "" {
+		var id ids.ID
+		if err := ids.ParseHex(id[:], opts.Session, "--session"); err != nil {
+			return err
+		}
+	}
 	domain := cfg.DomainID()
 	runtimeRoot := cfg.RuntimeRoot()
 	if err := paths.EnsureRuntimeRoot(runtimeRoot, opts.Environment.UID); err != nil {
@@ -128,12 +138,18 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		return fmt.Errorf("opening the domain store: %w", err)
 	}
 	defer st.Close()
+	tr, err := openTracer(opts.Environment, domain, log)
+	if err != nil {
+		return err
+	}
+	defer tr.close()
+	tr.rules = func(argv []string) bool { return escalation.RuleAdmits(argv, cfg.AutoApprovalRules()) }
 	if live, err := liveGenerations(st); err != nil {
 		return err
 	} else if live > 0 {
 		rep.progress("recover")
 		t0 := time.Now()
-		recovered, err := recoverDomain(st, cfg.StorageRoot(), cp, log)
+		recovered, err := recoverDomain(st, cfg.StorageRoot(), cp, log, tr)
 		for _, r := range recovered {
 			log.Info("recovered a generation", "generation", r.GenerationID.String(), "from", r.From.String(),
 				"released", r.Released, "seconds", time.Since(t0).Seconds())
@@ -171,6 +187,7 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		runtimeRoot: runtimeRoot, paths: cp, idMap: m,
 		participants: map[domainstore.Role]domainstore.Participant{},
 		view:         &bindView{dir: cfg.Workspace()},
+		trace:        tr,
 	}
 	g.dir = filepath.Join(cp.Dir, "gen-"+g.id.String())
 	if g.view, err = g.chooseWorkspaceView(opts.Environment, opts.Log); err != nil {
@@ -200,6 +217,7 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		"runsc", help.Runsc, "platform", help.Platform, "id_map", m.String())
 
 	sess := newSessions(g)
+	tr.begin(g.id, opts.Session)
 	if err := g.start(ctx, rep, opts.Log); err != nil {
 		g.log.Error("start failed", "err", err.Error())
 		rep.fail(err)
@@ -266,6 +284,16 @@ func (g *generation) start(ctx context.Context, rep *report, helperLog io.Writer
 		}
 		if err != nil {
 			return &stepError{Step: step, Err: err}
+		}
+		switch step {
+		case StepAnchor:
+			g.trace.domain("MountStateAnchor")
+		case StepTrust:
+			g.trace.domain("CreateTrustAnchor")
+		case StepNetwork:
+			// The sidecar's readiness is proven (or the profile has no
+			// network to enforce): the model's sidecar is Ready.
+			g.trace.domain("StartSidecar")
 		}
 		g.log.Info("step done", "step", step.String(), "seconds", time.Since(t0).Seconds())
 	}

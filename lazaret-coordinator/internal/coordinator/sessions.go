@@ -99,6 +99,7 @@ func (s *sessions) register(_ context.Context, b protocol.SessionBinding) error 
 	s.registered[b.SessionID] = false
 	s.idleSince = time.Now()
 	s.mu.Unlock()
+	s.g.trace.register(b.SessionID.String(), b.CLIID.String(), anchorDigest(b.SessionAnchorPublicKey).String())
 	s.escalation().bind(b)
 	s.notify()
 	return s.g.store.Update(func(tx *domainstore.Tx) error {
@@ -126,7 +127,9 @@ func (s *sessions) begin(id ids.SessionID) error {
 	return nil
 }
 
-func (s *sessions) end() {
+// end counts the session's command as ended: the session is over.
+func (s *sessions) end(id ids.SessionID) {
+	s.g.trace.disconnect(id.String())
 	s.mu.Lock()
 	s.active--
 	s.idleSince = time.Now()
@@ -442,7 +445,7 @@ func (s *sessions) Execute(ctx context.Context, req control.ExecRequest, stdout,
 	if err := s.begin(req.Binding.SessionID); err != nil {
 		return protocol.SessionExit{}, err
 	}
-	defer s.end()
+	defer s.end(req.Binding.SessionID)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return protocol.SessionExit{}, err
@@ -501,11 +504,11 @@ func (s *sessions) Interactive(ctx context.Context, req control.InteractiveReque
 	}
 	master, tty, err := pty.Open()
 	if err != nil {
-		s.end()
+		s.end(req.Binding.SessionID)
 		return nil, fmt.Errorf("allocating a pty: %w", err)
 	}
 	if err := pty.Setsize(master, &pty.Winsize{Rows: req.Size.Rows, Cols: req.Size.Columns, X: req.Size.PixelWidth, Y: req.Size.PixelHeight}); err != nil {
-		s.end()
+		s.end(req.Binding.SessionID)
 		master.Close()
 		tty.Close()
 		return nil, fmt.Errorf("sizing the pty: %w", err)
@@ -517,7 +520,7 @@ func (s *sessions) Interactive(ctx context.Context, req control.InteractiveReque
 		if r != nil {
 			r.release()
 		}
-		s.end()
+		s.end(req.Binding.SessionID)
 		return nil, err
 	}
 	esc := s.escalation()
@@ -533,7 +536,7 @@ func (s *sessions) Interactive(ctx context.Context, req control.InteractiveReque
 		master.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 		p.exit = r.finish(werr)
 		close(p.done)
-		s.end()
+		s.end(req.Binding.SessionID)
 	}()
 	go func() {
 		select {

@@ -9,6 +9,7 @@ import (
 
 	"lazaret.dev/pkg/domainstore"
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/supervise"
 )
 
 // endReason says why a Ready generation ends.
@@ -59,6 +60,7 @@ func (g *generation) waitIdle(ctx context.Context, sess *sessions, linger time.D
 			return endSignaled
 		case <-g.sandbox.exited:
 			g.log.Error("sandbox runtime ended", "status", g.sandbox.status.String(), "err", fmt.Sprint(g.sandbox.err))
+			g.trace.runtimeLost(errors.Is(g.sandbox.err, supervise.ErrNoExitReport))
 			return endLost
 		case <-g.anchor.Done():
 			g.log.Error("state anchor ended")
@@ -109,6 +111,7 @@ func (g *generation) teardown(sess *sessions, stopServer func()) error {
 		return errors.Join(err, g.fail(sess, stopServer, "recording Stopping failed"))
 	}
 	ids := sess.close()
+	g.trace.beginTeardown()
 	if err := g.withdrawPublication(); err != nil {
 		return errors.Join(err, g.fail(sess, stopServer, "withdrawing the publication failed"))
 	}
@@ -124,7 +127,11 @@ func (g *generation) teardown(sess *sessions, stopServer func()) error {
 	if err := g.setPhase(domainstore.PhaseAbsent); err != nil {
 		return err
 	}
-	return g.finish()
+	if err := g.finish(); err != nil {
+		return err
+	}
+	g.trace.ended()
+	return nil
 }
 
 // fail is FailDomain followed by this HC's own release of what it
@@ -140,6 +147,7 @@ func (g *generation) fail(sess *sessions, stopServer func(), why string) error {
 			return err
 		}
 	}
+	g.trace.fail()
 	ids := sess.close()
 	sess.stopAll(true)
 	var errs []error
@@ -168,6 +176,7 @@ func (g *generation) fail(sess *sessions, stopServer func(), why string) error {
 	if err := g.finish(); err != nil {
 		return err
 	}
+	g.trace.ended()
 	return fmt.Errorf("generation %s failed (%s); everything it held was released", g.id, why)
 }
 
@@ -210,6 +219,7 @@ func (g *generation) releaseAll() error {
 				return fmt.Errorf("releasing the %s step: %w", step, errors.Join(err, rerr))
 			}
 		}
+		g.trace.released(step)
 		g.log.Info("released", "step", step.String())
 	}
 	return nil
