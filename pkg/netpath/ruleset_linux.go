@@ -191,3 +191,23 @@ func sameExprs(family byte, got, want []expr.Any) error {
 	}
 	return nil
 }
+
+// TableNames lists the nftables tables of the network namespace ns as
+// "<family> <name>", for leak checks: a namespace Lazaret does not own
+// never holds a table named nftplan.TableName.
+func TableNames(ns *os.File) ([]string, error) {
+	c, err := nftConn(ns)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := c.ListTables()
+	if err != nil {
+		return nil, fmt.Errorf("listing nftables tables in %q: %w", ns.Name(), err)
+	}
+	var out []string
+	for _, t := range tables {
+		out = append(out, fmt.Sprintf("%d %s", t.Family, t.Name))
+	}
+	slices.Sort(out)
+	return out, nil
+}

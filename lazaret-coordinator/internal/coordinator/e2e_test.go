@@ -28,6 +28,8 @@ import (
 	"lazaret.dev/pkg/image/build"
 	imgstore "lazaret.dev/pkg/image/store"
 	"lazaret.dev/pkg/layout"
+	"lazaret.dev/pkg/netpath"
+	"lazaret.dev/pkg/nftplan"
 	"lazaret.dev/pkg/paths"
 	"lazaret.dev/pkg/protocol"
 	"lazaret.dev/pkg/testgate"
@@ -631,5 +633,37 @@ func checkNothingLeft(t *testing.T, e *env) {
 	gens, _ := filepath.Glob(filepath.Join(e.paths.Dir, "gen-*"))
 	if len(gens) != 0 {
 		t.Errorf("generation directories left: %q", gens)
+	}
+	// Unix sockets still bound under the test's directories: listening
+	// sockets of a process, a runsc gofer or sandbox, that outlived it.
+	if b, err := os.ReadFile("/proc/net/unix"); err != nil {
+		t.Errorf("reading /proc/net/unix: %v", err)
+	} else {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, e.xdgRun) || strings.Contains(line, e.storage) {
+				t.Errorf("unix socket still bound: %s", line)
+			}
+		}
+	}
+	// Namespaces live as long as a process or a mount holds them: the
+	// scans above cover both (an nsfs bind mount shows in the mount
+	// table). The nftables tables of the enforcement path live in the
+	// sidecar's namespace; none may appear in this one.
+	ns, err := os.Open("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	switch tables, err := netpath.TableNames(ns); {
+	case err != nil && os.Geteuid() != 0:
+		t.Logf("nftables tables of this network namespace are not listable without CAP_NET_ADMIN: %v", err)
+	case err != nil:
+		t.Errorf("listing this network namespace's nftables tables: %v", err)
+	default:
+		for _, name := range tables {
+			if strings.HasSuffix(name, " "+nftplan.TableName) {
+				t.Errorf("nftables table %q left in the coordinator's network namespace", name)
+			}
+		}
 	}
 }
