@@ -441,6 +441,10 @@ func preserveForRelease(next *Participant, prevSnap, nextSnap *snapshotView) err
 }
 
 // bareTerminal reports whether a terminal has acquired nothing.
+// Bare reports whether t records nothing acquired: such an Intent becomes
+// Clean directly, with an absence proof.
+func (t *SessionTerminal) Bare() bool { return bareTerminal(t) }
+
 func bareTerminal(t *SessionTerminal) bool {
 	return t.ContainerID == nil && t.PtyMaster == nil && t.GuestProcess == nil &&
 		t.HostCoordinator.IsUnassigned() && t.ExecClient.IsUnassigned()

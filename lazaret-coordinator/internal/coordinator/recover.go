@@ -125,6 +125,15 @@ func recoverGeneration(st *domainstore.Store, storageRoot string, cp control.Pat
 			r.Released = append(r.Released, role.String()+": "+method)
 		}
 		tr.recovered(role)
+		if role == domainstore.RoleSandbox {
+			// The sessions' guest processes ended with the sandbox; their
+			// exec clients are released from their records next.
+			for _, t := range gc.Terminals {
+				if err := g.releaseTerminalRecord(t); err != nil {
+					return r, fmt.Errorf("recovering generation %s: %w", g.id, err)
+				}
+			}
+		}
 	}
 	if err := g.setPhase(domainstore.PhaseAbsent); err != nil {
 		return r, err
@@ -153,6 +162,34 @@ func (g *generation) releaseFromRecord(role domainstore.Role, storageRoot string
 		return "", fmt.Errorf("releasing the %v participant from its record: %w", role, err)
 	}
 	return method, g.clean(role, method)
+}
+
+// releaseTerminalRecord releases a session terminal an earlier coordinator
+// left, from its record alone: its exec client killed through its
+// recorded pidfs identity (its guest process ended with the sandbox,
+// released before), ReleaseIntent, then Clean with that proof.
+func (g *generation) releaseTerminalRecord(t domainstore.SessionTerminal) error {
+	if t.State == domainstore.TerminalClean {
+		return nil
+	}
+	how, err := g.killRecorded("session exec client", t.ExecClient)
+	if err != nil {
+		return fmt.Errorf("releasing the terminal of session %s: %w", t.SessionID, err)
+	}
+	if t.State != domainstore.TerminalReleaseIntent && !t.Bare() {
+		ri := t
+		ri.State = domainstore.TerminalReleaseIntent
+		if err := g.store.Update(func(tx *domainstore.Tx) error { return tx.PutTerminal(ri, nil) }); err != nil {
+			return fmt.Errorf("recording the terminal of session %s ReleaseIntent: %w", t.SessionID, err)
+		}
+	}
+	clean := domainstore.SessionTerminal{GenerationID: t.GenerationID, SessionID: t.SessionID, State: domainstore.TerminalClean}
+	proof := store.ProvenAbsent("exec client " + how + "; its guest process ended with the released sandbox")
+	if err := g.store.Update(func(tx *domainstore.Tx) error { return tx.PutTerminal(clean, proof) }); err != nil {
+		return fmt.Errorf("recording the terminal of session %s Clean: %w", t.SessionID, err)
+	}
+	g.log.Info("released a session terminal from its record", "session", t.SessionID.String(), "exec_client", how)
+	return nil
 }
 
 // recordReleaseIntent moves the phases inside a record along with its

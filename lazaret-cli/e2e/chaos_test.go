@@ -1,0 +1,201 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// chaosProc is one process of the host: its parent and argv.
+type chaosProc struct {
+	pid, ppid int
+	argv      []string
+}
+
+func processTable() []chaosProc {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var out []chaosProc
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil || len(cmdline) == 0 {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		out = append(out, chaosProc{pid: pid, ppid: ppid, argv: strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")})
+	}
+	return out
+}
+
+// victimPID finds the process named name of the test's current
+// generation: its coordinator (serve with the test's configuration) or a
+// process below it; for lazaret-supervisor, the sandbox's.
+func (s *sandbox) victimPID(name string) (int, bool) {
+	ps := processTable()
+	hc := 0
+	for _, p := range ps {
+		if len(p.argv) > 1 && filepath.Base(p.argv[0]) == "lazaret-coordinator" && p.argv[1] == "serve" &&
+			strings.Contains(strings.Join(p.argv, " "), s.config) {
+			hc = p.pid
+		}
+	}
+	if hc == 0 {
+		return 0, false
+	}
+	if name == "lazaret-coordinator" {
+		return hc, true
+	}
+	parent := map[int]int{}
+	for _, p := range ps {
+		parent[p.pid] = p.ppid
+	}
+	for _, p := range ps {
+		if filepath.Base(p.argv[0]) != name {
+			continue
+		}
+		if name == "lazaret-supervisor" && !strings.Contains(strings.Join(p.argv, " "), "SandboxAttachedRunsc") {
+			continue
+		}
+		if name == "runsc" && (len(p.argv) < 2 || !strings.Contains(strings.Join(p.argv, " "), " run ")) {
+			continue
+		}
+		for q, i := p.pid, 0; i < 64 && q > 1; i++ {
+			if q = parent[q]; q == hc {
+				return p.pid, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestChaosTerminalsAndFaults runs four terminals that start, join and
+// leave the Domain over and over while its processes are killed one after
+// the other: the coordinator, the attached runsc, the State Anchor, the
+// Runtime Supervisor and the network sidecar. A command that a fault
+// interrupts fails with an error; every later one starts or joins a
+// working generation; the persistent directory and the workspace keep
+// what was written before; the traces of every coordinator are behaviours
+// of the model; and nothing of the Domain is left when it is over.
+func TestChaosTerminalsAndFaults(t *testing.T) {
+	s := newSandbox(t)
+	if err := os.WriteFile(filepath.Join(s.workspace, "kept.txt"), []byte("tracked-kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := s.exec("sh", "-c", "echo kept > /root/kept"); code != 0 {
+		t.Fatalf("seeding: code %d: %s", code, errOut)
+	}
+
+	const terminals = 4
+	var (
+		mu       sync.Mutex
+		ok, bad  int
+		problems []string
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range terminals {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				args := []string{"exec", "--profile", "dev", "--workspace", s.workspace, "--config", s.config, "--linger", "1s", "--",
+					"sh", "-c", "cat /root/kept /workspace/kept.txt; sleep 0." + strconv.Itoa((i+n)%4)}
+				cmd := exec.Command(filepath.Join(binDir(t), "lazaret-cli"), args...)
+				cmd.Env = append(os.Environ(), s.env...)
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				err := cmd.Run()
+				mu.Lock()
+				switch {
+				case err == nil && stdout.String() == "kept\ntracked-kept\n":
+					ok++
+				case err == nil:
+					problems = append(problems, "exit 0 with stdout "+strconv.Quote(stdout.String()))
+				case strings.TrimSpace(stderr.String()) == "":
+					problems = append(problems, "failed ("+err.Error()+") without saying why")
+				default:
+					bad++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, name := range []string{"lazaret-coordinator", "runsc", "lazaret-anchor", "lazaret-supervisor", "lazaret-netsidecar"} {
+		time.Sleep(4 * time.Second)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if pid, found := s.victimPID(name); found {
+				if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+					t.Logf("killed %s (pid %d)", name, pid)
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("no %s of the Domain appeared within 20 s", name)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	time.Sleep(4 * time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d commands succeeded, %d failed with an error", ok, bad)
+	for _, p := range problems {
+		t.Errorf("a terminal's command: %s", p)
+	}
+	if ok == 0 {
+		t.Errorf("no command succeeded")
+	}
+	// After the chaos, the Domain serves again with the data intact.
+	out, errOut, code := s.exec("sh", "-c", "cat /root/kept /workspace/kept.txt")
+	if code != 0 || out != "kept\ntracked-kept\n" {
+		t.Fatalf("after the faults: code %d stdout %q stderr %q", code, out, errOut)
+	}
+	s.waitTeardown()
+	for _, d := range s.status().Domains {
+		if len(d.Generations) != 0 || d.Published != nil {
+			t.Errorf("Domain %s still records %d generations (published %v)", d.DomainID, len(d.Generations), d.Published != nil)
+		}
+	}
+	for _, p := range processTable() {
+		if strings.Contains(strings.Join(p.argv, " "), s.home) {
+			t.Errorf("process %d still runs: %q", p.pid, p.argv)
+		}
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil && bytes.Contains(b, []byte(s.home)) {
+		t.Errorf("the host mount table still mentions %s", s.home)
+	}
+	if t.Failed() {
+		s.dumpLogs()
+	}
+}
