@@ -108,7 +108,8 @@ func childNamed(t *testing.T, hcPid int, name string) proc {
 }
 
 // TestServeEndToEndRuntimeFaultsInSteadyState: a runtime process stopped
-// with SIGSTOP and continued is survived; the State Anchor or the attached
+// with SIGSTOP and continued is survived (each helper, the Runtime
+// Supervisor, the attached runsc and the coordinator itself); the State Anchor or the attached
 // runsc killed with SIGKILL fails the generation, which its coordinator
 // releases completely, and the next start serves the data of earlier
 // generations.
@@ -125,8 +126,20 @@ func TestServeEndToEndRuntimeFaultsInSteadyState(t *testing.T) {
 	}
 
 	t.Run("SIGSTOP and SIGCONT", func(t *testing.T) {
-		for _, name := range []string{"lazaret-anchor", "lazaret-gitroute", "lazaret-netsidecar", "slirp4netns"} {
-			p := childNamed(t, seed.cmd.Process.Pid, name)
+		for _, name := range []string{"lazaret-anchor", "lazaret-gitroute", "lazaret-netsidecar", "slirp4netns",
+			"lazaret-supervisor", "runsc", "lazaret-coordinator"} {
+			var p proc
+			switch name {
+			case "lazaret-coordinator":
+				p = proc{pid: seed.cmd.Process.Pid}
+			case "lazaret-supervisor":
+				p, _ = runtimeSupervisor(t, seed.cmd.Process.Pid)
+			case "runsc":
+				rs, _ := runtimeSupervisor(t, seed.cmd.Process.Pid)
+				p = childNamed(t, rs.pid, "runsc")
+			default:
+				p = childNamed(t, seed.cmd.Process.Pid, name)
+			}
 			if err := syscall.Kill(p.pid, syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
