@@ -28,7 +28,9 @@ var SlirpAddresses = []string{"10.0.2.2", "10.0.2.3"}
 type Slirp struct {
 	Cmd   *exec.Cmd
 	exitW *os.File
-	done  chan error
+	// exited is closed once Cmd has been waited for; err is its result.
+	exited chan struct{}
+	err    error
 }
 
 // SlirpConfig says how to run slirp4netns for the network namespace of
@@ -95,8 +97,11 @@ func StartSlirp(ctx context.Context, cfg SlirpConfig, stderr io.Writer) (*Slirp,
 		exitW.Close()
 		return nil, fmt.Errorf("starting slirp4netns %q: %w", argv[0], err)
 	}
-	s := &Slirp{Cmd: cmd, exitW: exitW, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait() }()
+	s := &Slirp{Cmd: cmd, exitW: exitW, exited: make(chan struct{})}
+	go func() {
+		s.err = cmd.Wait()
+		close(s.exited)
+	}()
 	got := make(chan error, 1)
 	go func() {
 		b := make([]byte, 1)
@@ -119,17 +124,24 @@ func StartSlirp(ctx context.Context, cfg SlirpConfig, stderr io.Writer) (*Slirp,
 	}
 }
 
-// Done receives the exit status of slirp4netns once it has exited.
-func (s *Slirp) Done() <-chan error { return s.done }
+// Done is closed once slirp4netns has exited and been reaped; any number
+// of watchers may wait on it.
+func (s *Slirp) Done() <-chan struct{} { return s.exited }
+
+// Err is the exit status of slirp4netns; valid once Done is closed.
+func (s *Slirp) Err() error {
+	<-s.exited
+	return s.err
+}
 
 // Stop asks slirp4netns to exit by closing its exit descriptor, and kills
 // it if it has not exited within a second.
 func (s *Slirp) Stop() {
 	s.exitW.Close()
 	select {
-	case err := <-s.done:
-		s.done <- err
+	case <-s.exited:
 	case <-time.After(time.Second):
 		s.Cmd.Process.Kill()
+		<-s.exited
 	}
 }

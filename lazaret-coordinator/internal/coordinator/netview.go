@@ -389,8 +389,8 @@ func (n *sidecarNetwork) watch() {
 	select {
 	case <-n.exited:
 		n.g.log.Error("network sidecar ended", "err", fmt.Sprint(n.waitErr))
-	case err := <-n.helper.Done():
-		n.g.log.Error("connectivity helper ended", "err", fmt.Sprint(err))
+	case <-n.helper.Done():
+		n.g.log.Error("connectivity helper ended", "err", fmt.Sprint(n.helper.Err()))
 	}
 	close(n.lost)
 }

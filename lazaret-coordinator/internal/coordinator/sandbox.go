@@ -293,15 +293,20 @@ func (g *generation) stopSandbox(ctx context.Context) error {
 		return err
 	}
 	sb := g.sandbox
+	// How long the attached runsc gets to end after `runsc kill`; none
+	// when the kill could not be sent (the State Anchor is gone, and its
+	// namespaces with it), so that its supervisor is stopped at once.
+	grace := 5 * time.Second
 	if sb != nil && g.anchor != nil {
 		if _, err := g.runInAnchor(ctx, sb.runsc.Kill(sb.id, 0, "KILL")); err != nil {
 			g.log.Info("runsc kill", "container", sb.id, "result", err.Error())
+			grace = 0
 		}
 	}
 	if sb != nil && sb.handle != nil {
 		select {
 		case <-sb.exited:
-		case <-time.After(5 * time.Second):
+		case <-time.After(grace):
 			sb.handle.Stop(2 * time.Second)
 			select {
 			case <-sb.exited:
