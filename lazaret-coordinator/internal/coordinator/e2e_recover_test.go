@@ -12,7 +12,8 @@ import (
 
 // startKilled spawns a coordinator as start does and kills it with
 // SIGKILL as soon as its start report shows the line at; "teardown" waits
-// for ready, asks it to stop and kills it 300 ms into the teardown. It
+// for ready, asks it to stop and kills it as soon as its log shows the
+// generation Stopping. It
 // returns once the killed process is reaped.
 func (e *env) startKilled(t *testing.T, at string) {
 	t.Helper()
@@ -37,11 +38,25 @@ func (e *env) startKilled(t *testing.T, at string) {
 		t.Fatalf("the coordinator never reported %q (report %q)\n%s", want, report, e.log(t))
 	}
 	if at == "teardown" {
+		// Killed as soon as the log shows the generation Stopping: a
+		// fixed delay would let a fast teardown finish first.
+		before := strings.Count(e.log(t), "phase=Stopping")
 		cmd.Process.Signal(syscall.SIGTERM)
-		time.Sleep(300 * time.Millisecond)
+		for deadline := time.Now().Add(30 * time.Second); strings.Count(e.log(t), "phase=Stopping") == before; {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("the coordinator never recorded Stopping after SIGTERM\n%s", e.log(t))
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
+	if at == "teardown" {
+		t.Logf("coordinator killed in its teardown, once Stopping was recorded")
+		return
+	}
 	t.Logf("coordinator killed after %q", report[len(report)-1])
 }
 
