@@ -199,3 +199,29 @@ func TestChaosTerminalsAndFaults(t *testing.T) {
 		s.dumpLogs()
 	}
 }
+
+// TestEscalationRuntimeLostDuringExecution kills the attached runsc while
+// an approved host command runs for the guest: the model's
+// HardLoseAttachedRunsc fails the request and the session. The host
+// command is killed with its request, the terminal's CLI ends with the
+// runtime-lost code and its terminal restored, and the next command gets
+// a fresh generation. The trace, with the request in it, validates.
+func TestEscalationRuntimeLostDuringExecution(t *testing.T) {
+	s := escalationSandbox(t)
+	a := s.terminal("a")
+	a.ready()
+	a.send(guestRun+" -- /usr/bin/sleep 31.5", "Enter")
+	waitHostProcess(t, true, 60*time.Second, "/usr/bin/sleep", "31.5")
+	pid, ok := s.victimPID("runsc")
+	if !ok {
+		t.Fatalf("no attached runsc of the Domain")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitHostProcess(t, false, 30*time.Second, "/usr/bin/sleep", "31.5")
+	a.finish("124")
+	if out, errOut, code := s.exec("/bin/echo", "fresh"); code != 0 || out != "fresh\n" {
+		t.Fatalf("the next command: code %d stdout %q stderr %q", code, out, errOut)
+	}
+}

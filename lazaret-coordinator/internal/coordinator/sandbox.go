@@ -340,6 +340,21 @@ func (g *generation) stopSandbox(ctx context.Context) error {
 	return g.clean(role, "runtime supervisor reaped, runsc pidfd reports exit, runsc delete --force done")
 }
 
+// runtimeGone reports, without waiting, whether the sandbox runtime has
+// ended: its supervisor reaped, or the attached runsc exited.
+func (g *generation) runtimeGone() bool {
+	sb := g.sandbox
+	if sb == nil || sb.handle == nil {
+		return false
+	}
+	select {
+	case <-sb.exited:
+		return true
+	default:
+	}
+	return exitedWithin(sb.handle.ChildPidfd(), 0)
+}
+
 // alive reports whether the process behind pidfd still exists. A zombie
 // exists: use it only for children the HC reaps itself.
 func alive(pidfd int) bool {

@@ -395,7 +395,11 @@ func (r *run) finish(waitErr error) protocol.SessionExit {
 	r.mu.Unlock()
 	ps := r.gc.cmd.ProcessState
 	switch {
-	case r.s.isLost():
+	case r.s.isLost(), ps != nil && ps.ExitCode() != 0 && r.s.g.runtimeGone():
+		// The exec client can end (runsc exec sees the sandbox go away)
+		// before the coordinator has noticed the loss: an exit that is
+		// not a clean one is the runtime's loss when the attached runsc
+		// has already ended.
 		exit.Outcome = protocol.ExitRuntimeLost
 	case killed || ps == nil || !ps.Exited():
 		exit.Outcome = protocol.ExitTerminated
