@@ -18,8 +18,9 @@ func TestNetworkThroughCLI(t *testing.T) {
 	s := newSandbox(t)
 	defer s.waitTeardown()
 	defer s.stop()
+	// The probes run side by side: each closed one waits out its timeout.
 	probe := func(dst string) string {
-		return "if nc -w 3 " + dst + " 443 </dev/null | grep -q 'hello from'; then echo " + dst + "=open; else echo " + dst + "=closed; fi"
+		return "(if nc -w 3 " + dst + " 443 </dev/null | grep -q 'hello from'; then echo " + dst + "=open; else echo " + dst + "=closed; fi) &"
 	}
 	script := []string{
 		probe(netlab.InternetPermitted.String()),
@@ -30,7 +31,8 @@ func TestNetworkThroughCLI(t *testing.T) {
 	for _, a := range netlab.InternetPrivate {
 		script = append(script, probe(a.String()))
 	}
-	out, errOut, code := s.cli(s.sessionArgs("exec", "60s", "sh", "-c", strings.Join(script, "; "))...)
+	script = append(script, "wait")
+	out, errOut, code := s.cli(s.sessionArgs("exec", "60s", "sh", "-c", strings.Join(script, "\n"))...)
 	if code != 0 {
 		s.dumpLogs()
 		t.Fatalf("exec: code %d\nstdout %s\nstderr %s", code, out, errOut)

@@ -58,10 +58,10 @@ func TestServeEndToEndNetwork(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, errs, x := execute(t, c, session(), "nc", "-w", "2", tc.dst, "443")
+			out, errs, x := execute(t, c, session(), "nc", "-w", "1", tc.dst, "443")
 			got := code(x) == 0 && strings.HasPrefix(out, "hello from")
 			if got != tc.reach {
-				t.Fatalf("nc %s 443: stdout %q stderr %q exit %+v; want reachable=%v", tc.dst, out, errs, x, tc.reach)
+				t.Fatalf("nc -w 1 %s 443: stdout %q stderr %q exit %+v; want reachable=%v", tc.dst, out, errs, x, tc.reach)
 			}
 		})
 	}
