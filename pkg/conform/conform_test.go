@@ -330,3 +330,21 @@ func nonInterfering(f *model.Fixture, st model.State, s model.Session) error {
 	}
 	return nil
 }
+
+func TestProjectionsOnlyForSessionsLiveTogether(t *testing.T) {
+	// a and b share a generation; c comes alone in the next one.
+	b := (&tb{}).start("a").register("a", "AdvanceWaitingSession").register("b", "StartReadySession").
+		teardown("a", "b").start("c").register("c", "AdvanceWaitingSession").teardown("c")
+	rep := mustValidate(t, b)
+	if rep.Projections != 2 {
+		t.Errorf("projections %d, want 2 ({a, b} and {c})", rep.Projections)
+	}
+	// Three generations, one session each: three projections of one.
+	b = &tb{}
+	for _, s := range []string{"a", "b", "c"} {
+		b.start(s).register(s, "AdvanceWaitingSession").autoRun(s, "r-"+s).teardown(s)
+	}
+	if rep := mustValidate(t, b); rep.Projections != 3 {
+		t.Errorf("projections %d, want 3", rep.Projections)
+	}
+}
