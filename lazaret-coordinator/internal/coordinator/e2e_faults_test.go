@@ -14,6 +14,9 @@ import (
 type victim struct {
 	name string
 	find func(hcPID int) (int, bool)
+	// later are the start steps after its own that the process lives
+	// through.
+	later []string
 }
 
 // descendant finds a process below root (root excluded) whose argv[0]
@@ -48,13 +51,13 @@ func isSandboxSupervisor(p proc) bool {
 }
 
 var runtimeVictims = []victim{
-	{"lazaret-anchor", func(hc int) (int, bool) { return descendant(hc, "lazaret-anchor", nil) }},
-	{"lazaret-gitroute", func(hc int) (int, bool) { return descendant(hc, "lazaret-gitroute", nil) }},
-	{"lazaret-netsidecar", func(hc int) (int, bool) { return descendant(hc, "lazaret-netsidecar", nil) }},
-	{"slirp4netns", func(hc int) (int, bool) { return descendant(hc, "slirp4netns", nil) }},
+	{"lazaret-anchor", func(hc int) (int, bool) { return descendant(hc, "lazaret-anchor", nil) }, []string{"trust", "workspace", "network", "sandbox", "publish"}},
+	{"lazaret-gitroute", func(hc int) (int, bool) { return descendant(hc, "lazaret-gitroute", nil) }, []string{"network", "sandbox", "publish"}},
+	{"lazaret-netsidecar", func(hc int) (int, bool) { return descendant(hc, "lazaret-netsidecar", nil) }, []string{"sandbox", "publish"}},
+	{"slirp4netns", func(hc int) (int, bool) { return descendant(hc, "slirp4netns", nil) }, []string{"sandbox", "publish"}},
 	{"lazaret-supervisor", func(hc int) (int, bool) {
 		return descendant(hc, "lazaret-supervisor", isSandboxSupervisor)
-	}},
+	}, []string{"publish"}},
 	{"runsc", func(hc int) (int, bool) {
 		sup, ok := descendant(hc, "lazaret-supervisor", isSandboxSupervisor)
 		if !ok {
@@ -66,13 +69,14 @@ var runtimeVictims = []victim{
 			}
 		}
 		return 0, false
-	}},
+	}, []string{"publish"}},
 }
 
-// killDuringStart spawns a coordinator and kills v with SIGKILL as soon as
-// it exists, while the start is still going on; the coordinator must
-// then fail the generation and exit.
-func (e *env) killDuringStart(t *testing.T, v victim) {
+// killDuringStart spawns a coordinator and kills v with SIGKILL while the
+// start is still going on: as soon as it exists when step is "", else as
+// soon as the report shows "step <step>". The coordinator must then fail
+// the generation and exit.
+func (e *env) killDuringStart(t *testing.T, v victim, step string) {
 	t.Helper()
 	cmd, lock, rr := e.spawn(t, time.Minute)
 	lock.Close()
@@ -101,6 +105,14 @@ func (e *env) killDuringStart(t *testing.T, v victim) {
 			continue
 		default:
 		}
+		if step != "" && (len(report) == 0 || report[len(report)-1] != "step "+step) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("the coordinator never reported step %s (report %q)\n%s", step, report, e.log(t))
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
 		if pid, ok := v.find(cmd.Process.Pid); ok {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 				t.Fatalf("killing %s (pid %d): %v", v.name, pid, err)
@@ -108,6 +120,10 @@ func (e *env) killDuringStart(t *testing.T, v victim) {
 			killed = true
 			t.Logf("killed %s (pid %d) during %q", v.name, pid, report[len(report)-1])
 			break
+		}
+		if step != "" {
+			cmd.Process.Kill()
+			t.Fatalf("no %s at step %s (report %q)\n%s", v.name, step, report, e.log(t))
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
@@ -156,8 +172,9 @@ func (e *env) recoverAndCheck(t *testing.T) {
 // TestServeEndToEndFaultInjection kills each runtime process other than
 // the coordinator (whose kills TestServeEndToEndRecoveryAfterCoordinatorKilled
 // covers) with SIGKILL as soon as it exists during the start, which is in
-// the step that starts it (anchor, workspace, network, sandbox), and
-// again during teardown; steady-state kills are in
+// the step that starts it (anchor, workspace, network, sandbox), then as
+// soon as the coordinator reports each later start step, and again during
+// teardown; steady-state kills are in
 // TestServeEndToEndRuntimeFaultsInSteadyState and the tests of the view,
 // the sidecar and the helper. Each time the coordinator fails the generation
 // and releases it, the next start serves a fresh generation with the
@@ -182,9 +199,15 @@ func TestServeEndToEndFaultInjection(t *testing.T) {
 
 	for _, v := range runtimeVictims {
 		t.Run(v.name+" killed during start", func(t *testing.T) {
-			e.killDuringStart(t, v)
+			e.killDuringStart(t, v, "")
 			e.recoverAndCheck(t)
 		})
+		for _, step := range v.later {
+			t.Run(v.name+" killed at step "+step, func(t *testing.T) {
+				e.killDuringStart(t, v, step)
+				e.recoverAndCheck(t)
+			})
+		}
 		t.Run(v.name+" killed during teardown", func(t *testing.T) {
 			h := e.start(t, time.Minute)
 			pid, ok := v.find(h.cmd.Process.Pid)
