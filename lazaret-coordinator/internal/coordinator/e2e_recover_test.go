@@ -82,7 +82,7 @@ func TestServeEndToEndRecoveryAfterCoordinatorKilled(t *testing.T) {
 	h.cmd.Process.Signal(syscall.SIGTERM)
 	<-h.done
 
-	for _, at := range []string{"step anchor", "step network", "step sandbox", "step publish", "ready", "teardown"} {
+	for _, at := range []string{"step prepare", "step anchor", "step trust", "step workspace", "step network", "step sandbox", "step publish", "ready", "teardown"} {
 		t.Run("killed at "+at, func(t *testing.T) {
 			e.startKilled(t, at)
 			before := strings.Count(e.log(t), `msg="recovered a generation"`)
