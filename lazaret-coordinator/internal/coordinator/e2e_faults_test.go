@@ -148,6 +148,20 @@ func (e *env) killDuringStart(t *testing.T, v victim, step string) {
 	t.Logf("report %q", report)
 }
 
+// seedKept writes a file to the persistent directory and one to the
+// workspace in a generation of their own, which recoverAndCheck reads.
+func (e *env) seedKept(t *testing.T) {
+	t.Helper()
+	h := e.start(t, time.Minute)
+	c, session := e.client(t)
+	if _, errs, x := execute(t, c, session(), "sh", "-c", "echo kept > /home/agent/kept && echo tracked-kept > /workspace/kept.txt"); code(x) != 0 {
+		t.Fatalf("seeding: %s %+v", errs, x)
+	}
+	c.Close()
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	<-h.done
+}
+
 // recoverAndCheck starts a fresh generation, which recovers whatever the
 // failed one left, checks it serves what earlier generations wrote, stops
 // it and scans the host for anything left.
@@ -188,14 +202,7 @@ func TestServeEndToEndFaultInjection(t *testing.T) {
 	}
 	e := newEnv(t)
 	e.gitWorkspace(t)
-	h := e.start(t, time.Minute)
-	c, session := e.client(t)
-	if _, errs, x := execute(t, c, session(), "sh", "-c", "echo kept > /home/agent/kept && echo tracked-kept > /workspace/kept.txt"); code(x) != 0 {
-		t.Fatalf("seeding: %s %+v", errs, x)
-	}
-	c.Close()
-	h.cmd.Process.Signal(syscall.SIGTERM)
-	<-h.done
+	e.seedKept(t)
 
 	for _, v := range runtimeVictims {
 		t.Run(v.name+" killed during start", func(t *testing.T) {

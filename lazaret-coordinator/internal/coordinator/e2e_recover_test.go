@@ -73,36 +73,15 @@ func TestServeEndToEndRecoveryAfterCoordinatorKilled(t *testing.T) {
 	}
 	e := newEnv(t)
 	e.gitWorkspace(t)
-	h := e.start(t, time.Minute)
-	c, session := e.client(t)
-	if _, errs, x := execute(t, c, session(), "sh", "-c", "echo kept > /home/agent/kept && echo tracked-kept > /workspace/kept.txt"); code(x) != 0 {
-		t.Fatalf("seeding: %s %+v", errs, x)
-	}
-	c.Close()
-	h.cmd.Process.Signal(syscall.SIGTERM)
-	<-h.done
-
+	e.seedKept(t)
 	for _, at := range []string{"step prepare", "step anchor", "step trust", "step workspace", "step network", "step sandbox", "step publish", "ready", "teardown"} {
 		t.Run("killed at "+at, func(t *testing.T) {
 			e.startKilled(t, at)
 			before := strings.Count(e.log(t), `msg="recovered a generation"`)
-			h := e.start(t, time.Minute)
+			e.recoverAndCheck(t)
 			if got := strings.Count(e.log(t), `msg="recovered a generation"`); got != before+1 {
 				t.Fatalf("the next start recovered %d generations, want 1\n%s", got-before, e.log(t))
 			}
-			c, session := e.client(t)
-			out, errs, x := execute(t, c, session(), "cat", "/home/agent/kept", "/workspace/kept.txt")
-			if code(x) != 0 || out != "kept\ntracked-kept\n" {
-				t.Fatalf("after recovery: stdout %q stderr %q exit %+v", out, errs, x)
-			}
-			c.Close()
-			h.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-h.done:
-			case <-time.After(60 * time.Second):
-				t.Fatalf("the recovered Domain's coordinator did not stop\n%s", e.log(t))
-			}
-			checkNothingLeft(t, e)
 		})
 	}
 	if b, err := os.ReadFile(filepath.Join(e.workspace, "kept.txt")); err != nil || string(b) != "tracked-kept\n" {

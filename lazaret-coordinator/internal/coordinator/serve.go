@@ -89,6 +89,9 @@ func Serve(ctx context.Context, opts Options) error {
 
 func serve(ctx context.Context, opts Options, rep *report) error {
 	log := opts.Logger
+	if err := checkSession(opts.Session); err != nil {
+		return err
+	}
 	if err := checkLockFD(opts.Lock); err != nil {
 		return err
 	}
@@ -107,12 +110,6 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 	fp := cfg.Fingerprint()
 	if got := hex.EncodeToString(fp[:]); got != opts.Fingerprint {
 		return fmt.Errorf("%w: the CLI resolved %s, the coordinator resolved %s; the configuration file changed in between, start again", ErrFingerprint, opts.Fingerprint, got)
-	}
-	if opts.Session != "" {
-		var id ids.ID
-		if err := ids.ParseHex(id[:], opts.Session, "--session"); err != nil {
-			return err
-		}
 	}
 	domain := cfg.DomainID()
 	runtimeRoot := cfg.RuntimeRoot()
@@ -320,6 +317,15 @@ func (g *generation) serveControl(ctx context.Context, sess *sessions) (<-chan s
 		}
 	}()
 	return done, nil
+}
+
+// checkSession checks the --session flag: empty, or a session ID in hex.
+func checkSession(s string) error {
+	if s == "" {
+		return nil
+	}
+	var id ids.ID
+	return ids.ParseHex(id[:], s, "--session")
 }
 
 // checkLockFD checks that f is a regular file this process holds an

@@ -386,6 +386,8 @@ func (t *tracer) escalation(ev escalation.Event) {
 		// Recorded as DeveloperDeny.
 	case ev.Phase == escalation.PhaseCompleted, ev.Phase == escalation.PhaseDenied, ev.Phase == escalation.PhaseTimedOut,
 		ev.Phase == escalation.PhaseCancelled, ev.Phase == escalation.PhaseFailed:
+		// The request's last event: nothing of it is kept.
+		delete(t.requests, ev.Request)
 		t.recordUnlessOver(over, "DeliverResult", session, req)
 	}
 }
