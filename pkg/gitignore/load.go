@@ -45,14 +45,31 @@ type Sources struct {
 // repositories, whose own ignore files git does not apply), with the info
 // and global excludes.
 func Load(t Tree, src Sources) (*Matcher, error) {
+	return LoadVisit(t, src, nil)
+}
+
+// Visit is told about each entry of each directory the walk of LoadVisit
+// lists (the workspace's own ".git" excepted), after that directory's
+// .gitignore is loaded: m then answers for p as the finished Matcher will,
+// since only the ignore files of p's ancestors apply to it. For a
+// directory, descend asks the walk to list it even where git would read no
+// ignore file in it (an excluded directory, or anything in a nested
+// repository); no ignore file is read there. A directory named ".git" is
+// never listed.
+type Visit func(m *Matcher, p string, isDir bool) (descend bool)
+
+// LoadVisit is Load that also shows visit every entry it lists, so that a
+// caller classifying the tree needs no second walk. A nil visit is Load.
+func LoadVisit(t Tree, src Sources, visit Visit) (*Matcher, error) {
 	m := NewMatcher(nil, ParseFile(src.InfoExclude, "", ".git/info/exclude"), ParseFile(src.GlobalExcludes, "", src.GlobalName))
-	if err := load(t, m, ""); err != nil {
+	if err := load(t, m, "", true, visit); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func load(t Tree, m *Matcher, dir string) error {
+// load lists dir; readIgnore says whether git reads ignore files there.
+func load(t Tree, m *Matcher, dir string, readIgnore bool, visit Visit) error {
 	entries, err := t.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("listing workspace directory %q: %w", dir, err)
@@ -60,28 +77,42 @@ func load(t Tree, m *Matcher, dir string) error {
 	if dir != "" {
 		for _, e := range entries {
 			if e.Name == ".git" {
-				return nil // a nested repository
+				// A nested repository: git reads none of its ignore files.
+				if visit == nil {
+					return nil
+				}
+				readIgnore = false
 			}
 		}
 	}
-	name := path.Join(dir, ".gitignore")
-	data, err := t.ReadFile(name, MaxIgnoreFileSize)
-	switch {
-	case err == nil:
-		m.dirs[dir] = ParseFile(data, dir, name)
-	case errors.Is(err, fs.ErrNotExist):
-	default:
-		return fmt.Errorf("reading ignore file %q: %w", name, err)
+	if readIgnore {
+		name := path.Join(dir, ".gitignore")
+		data, err := t.ReadFile(name, MaxIgnoreFileSize)
+		switch {
+		case err == nil:
+			m.dirs[dir] = ParseFile(data, dir, name)
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			return fmt.Errorf("reading ignore file %q: %w", name, err)
+		}
 	}
 	for _, e := range entries {
-		if !e.IsDir || (dir == "" && e.Name == ".git") {
+		if dir == "" && e.Name == ".git" {
 			continue
 		}
 		child := path.Join(dir, e.Name)
-		if m.Ignored(child, true) {
+		descend := false
+		if visit != nil {
+			descend = visit(m, child, e.IsDir)
+		}
+		if !e.IsDir || e.Name == ".git" {
 			continue
 		}
-		if err := load(t, m, child); err != nil {
+		more := readIgnore && !m.Ignored(child, true)
+		if !more && !descend {
+			continue
+		}
+		if err := load(t, m, child, more, visit); err != nil {
 			return err
 		}
 	}
