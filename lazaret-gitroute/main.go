@@ -22,6 +22,8 @@ func main() {
 			&cli.StringFlag{Name: "isolated-root", Usage: "the Domain's isolated root for git-ignored paths", Required: true},
 			&cli.StringFlag{Name: "mountpoint", Usage: "where to mount the view", Required: true},
 			&cli.StringFlag{Name: "mount-method", Usage: "auto, fusermount or direct (root only)", Value: string(daemon.MountAuto)},
+			&cli.StringFlag{Name: "keep-isolated", Usage: "keep `FILE`: paths routed to the isolated root whatever the classification says"},
+			&cli.StringFlag{Name: "isolation-report", Usage: "create `FILE` listing the host entries that route to the isolated root, before Ready"},
 		},
 		Action: func(c *cli.Context) error {
 			method, err := daemon.ParseMountMethod(c.String("mount-method"))
@@ -29,14 +31,16 @@ func main() {
 				return err
 			}
 			return run(c.Context, daemon.Config{
-				HostRoot:      c.String("host-root"),
-				IsolatedRoot:  c.String("isolated-root"),
-				Mountpoint:    c.String("mountpoint"),
-				Method:        method,
-				Control:       os.NewFile(3, "control"),
-				Log:           slog.New(slog.NewTextHandler(os.Stderr, nil)),
-				Home:          os.Getenv("HOME"),
-				XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"),
+				HostRoot:        c.String("host-root"),
+				IsolatedRoot:    c.String("isolated-root"),
+				Mountpoint:      c.String("mountpoint"),
+				Method:          method,
+				Control:         os.NewFile(3, "control"),
+				Log:             slog.New(slog.NewTextHandler(os.Stderr, nil)),
+				Home:            os.Getenv("HOME"),
+				XDGConfigHome:   os.Getenv("XDG_CONFIG_HOME"),
+				KeepIsolated:    c.String("keep-isolated"),
+				IsolationReport: c.String("isolation-report"),
 			})
 		},
 	})

@@ -46,6 +46,14 @@ type Config struct {
 	Log     *slog.Logger
 	// Home and XDGConfigHome locate the user's git configuration.
 	Home, XDGConfigHome string
+	// KeepIsolated names the keep file (package isolation): paths routed
+	// to the isolated root whatever the classification says. "" keeps
+	// none.
+	KeepIsolated string
+	// IsolationReport names the report the daemon creates before Ready:
+	// the host entries present at start that route to the isolated root.
+	// "" writes none.
+	IsolationReport string
 }
 
 // Run serves the view until Release, the coordinator's loss, or ctx's end.
@@ -78,10 +86,20 @@ func Run(ctx context.Context, cfg Config) error {
 		return fail(gitroute.StageSetup, err)
 	}
 
-	cls, err := classify(ctx, hostFd, cfg)
+	keep, err := readKeep(cfg.KeepIsolated)
 	if err != nil {
 		return fail(gitroute.StageClassify, err)
 	}
+	walk := &isolationWalk{keep: keep}
+	cls, err := classify(ctx, hostFd, cfg, walk)
+	if err != nil {
+		return fail(gitroute.StageClassify, err)
+	}
+	if err := walk.writeReport(cfg.IsolationReport); err != nil {
+		return fail(gitroute.StageClassify, err)
+	}
+	cfg.Log.Info("isolation reported", "report", cfg.IsolationReport, "keep_file", cfg.KeepIsolated,
+		"kept_paths", keep.Len(), "isolated_host_entries", len(walk.found), "kept_only", walk.kept())
 	cfg.Log.Info("classification frozen", "host_root", cfg.HostRoot, "ignore_files", cls.Matcher.Files(), "tracked_paths", cls.Index.Len())
 
 	mnt, err := mountView(cfg.Mountpoint, cfg.Method)
@@ -89,7 +107,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fail(gitroute.StageMount, err)
 	}
 	cfg.Log.Info("view mounted", "mountpoint", cfg.Mountpoint, "auto_unmount", mnt.watch != nil)
-	v := view.New(hostFd, isoFd, view.Router{C: cls}, cfg.Log)
+	v := view.New(hostFd, isoFd, view.Router{C: walk.classifier(cls)}, cfg.Log)
 	mo := fuse.MountOptions{
 		FsName:   fsName,
 		Name:     subtype,
@@ -234,7 +252,7 @@ func checkOverlap(hostFd, isoFd int, mountpoint string) error {
 
 // classify freezes git's view of the workspace: configuration, index,
 // info/exclude, global excludes and every .gitignore git would read.
-func classify(ctx context.Context, hostFd int, cfg Config) (*gitignore.Classifier, error) {
+func classify(ctx context.Context, hostFd int, cfg Config, walk *isolationWalk) (*gitignore.Classifier, error) {
 	tree := view.NewTree(hostFd)
 	if _, err := tree.ReadDir(".git"); err != nil {
 		return nil, fmt.Errorf("%q: %w", filepath.Join(cfg.HostRoot, ".git"), ErrNoGitDir)
@@ -274,7 +292,7 @@ func classify(ctx context.Context, hostFd int, cfg Config) (*gitignore.Classifie
 			return nil, err
 		}
 	}
-	m, err := gitignore.Load(tree, gitignore.Sources{InfoExclude: info, GlobalExcludes: global, GlobalName: gc.ExcludesFile})
+	m, err := gitignore.LoadVisit(tree, gitignore.Sources{InfoExclude: info, GlobalExcludes: global, GlobalName: gc.ExcludesFile}, walk.visit(idx))
 	if err != nil {
 		return nil, err
 	}
