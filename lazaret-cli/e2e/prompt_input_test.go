@@ -1,0 +1,357 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// A terminal answers queries that a program prints with bytes on the
+// program's input, as if typed. These tests print such queries from inside
+// the sandbox while an escalation request waits at the prompt, with a
+// terminal that answers as xterm, VTE or tmux do, and check that no answer
+// decides the request.
+
+// query is one terminal query and the reply a terminal writes for it.
+type query struct {
+	name  string
+	bytes string
+}
+
+// personality maps each query a terminal answers to its reply; a query
+// it does not answer is absent. The replies are the terminals' own bytes
+// (docs/ESCALATION.md, "Terminal replies").
+type personality struct {
+	name    string
+	replies map[string]string
+}
+
+const (
+	qDA1      = "\x1b[c"
+	qDA2      = "\x1b[>c"
+	qDECRQM   = "\x1b[?2004$p"
+	qCPR      = "\x1b[6n"
+	qDSR      = "\x1b[5n"
+	qOSC10    = "\x1b]10;?\x07"
+	qOSC11    = "\x1b]11;?\x1b\\"
+	qXTVER    = "\x1b[>q"
+	qDECRQSS  = "\x1bP$qm\x1b\\"
+	qKittyKbd = "\x1b[?u"
+)
+
+var (
+	xterm = personality{"xterm", map[string]string{
+		qDA1:     "\x1b[?64;1;2;6;9;15;16;17;18;21;22;28c",
+		qDA2:     "\x1b[>41;379;0c",
+		qDECRQM:  "\x1b[?2004;2$y",
+		qCPR:     "\x1b[40;1R",
+		qDSR:     "\x1b[0n",
+		qOSC10:   "\x1b]10;rgb:0000/0000/0000\x07",
+		qOSC11:   "\x1b]11;rgb:ffff/ffff/ffff\x1b\\",
+		qXTVER:   "\x1bP>|XTerm(379)\x1b\\",
+		qDECRQSS: "\x1bP1$r0m\x1b\\",
+	}}
+	vte = personality{"vte", map[string]string{
+		qDA1:    "\x1b[?65;1;9c",
+		qDA2:    "\x1b[>65;7600;1c",
+		qDECRQM: "\x1b[?2004;2$y",
+		qCPR:    "\x1b[40;1R",
+		qDSR:    "\x1b[0n",
+		qOSC10:  "\x1b]10;rgb:ffff/ffff/ffff\x07",
+		qOSC11:  "\x1b]11;rgb:1717/1717/1717\x1b\\",
+	}}
+	tmuxReplies = personality{"tmux", map[string]string{
+		qDA1:   "\x1b[?1;2c",
+		qDA2:   "\x1b[>84;0;0c",
+		qCPR:   "\x1b[40;1R",
+		qDSR:   "\x1b[0n",
+		qXTVER: "\x1bP>|tmux 3.3a\x1b\\",
+	}}
+)
+
+var allQueries = []string{qDA1, qDA2, qDECRQM, qCPR, qDSR, qOSC10, qOSC11, qXTVER, qDECRQSS, qKittyKbd}
+
+// ptyTerminal runs lazaret-cli start on a pseudo-terminal whose other end
+// is a small terminal emulator: it records the output and answers the
+// queries in it as its personality does, each reply delayed by latency
+// (a terminal across a network link).
+type ptyTerminal struct {
+	s       *sandbox
+	f       *os.File
+	cmd     *exec.Cmd
+	latency time.Duration
+
+	mu      sync.Mutex
+	out     []byte
+	scanned int
+	answer  personality
+	replied map[string]int
+	replies chan timedReply
+}
+
+type timedReply struct {
+	at    time.Time
+	bytes string
+}
+
+func (s *sandbox) ptyTerminal(answer personality, latency time.Duration) *ptyTerminal {
+	s.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir(s.t), "lazaret-cli"), "start", "--profile", "dev",
+		"--workspace", s.workspace, "--config", s.config, "--linger", "2s")
+	cmd.Env = append(os.Environ(), append(s.env, "TERM=xterm-256color")...)
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
+	if err != nil {
+		s.t.Fatalf("starting lazaret-cli on a pseudo-terminal: %v", err)
+	}
+	pt := &ptyTerminal{s: s, f: f, cmd: cmd, latency: latency, answer: answer,
+		replied: map[string]int{}, replies: make(chan timedReply, 1<<16)}
+	go pt.read()
+	go pt.write()
+	s.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		f.Close()
+	})
+	return pt
+}
+
+func (pt *ptyTerminal) read() {
+	buf := make([]byte, 4096)
+	for {
+		n, err := pt.f.Read(buf)
+		if n > 0 {
+			pt.mu.Lock()
+			pt.out = append(pt.out, buf[:n]...)
+			pt.scan(time.Now())
+			pt.mu.Unlock()
+		}
+		if err != nil {
+			close(pt.replies)
+			return
+		}
+	}
+}
+
+// scan answers the complete queries after pt.scanned; a query cut by the
+// end of the output so far waits for the next read.
+func (pt *ptyTerminal) scan(now time.Time) {
+	for pt.scanned < len(pt.out) {
+		i := bytes.IndexByte(pt.out[pt.scanned:], 0x1b)
+		if i < 0 {
+			pt.scanned = len(pt.out)
+			return
+		}
+		rest := pt.out[pt.scanned+i:]
+		matched, partial := "", false
+		for _, q := range allQueries {
+			if bytes.HasPrefix(rest, []byte(q)) {
+				matched = q
+				break
+			}
+			if len(rest) < len(q) && strings.HasPrefix(q, string(rest)) {
+				partial = true
+			}
+		}
+		if matched == "" && partial {
+			pt.scanned += i
+			return
+		}
+		if matched == "" {
+			pt.scanned += i + 1
+			continue
+		}
+		pt.scanned += i + len(matched)
+		if r, ok := pt.answer.replies[matched]; ok {
+			pt.replied[matched]++
+			select {
+			case pt.replies <- timedReply{at: now.Add(pt.latency), bytes: r}:
+			default: // a terminal drops what it cannot keep up with, too
+			}
+		}
+	}
+}
+
+func (pt *ptyTerminal) write() {
+	for r := range pt.replies {
+		time.Sleep(time.Until(r.at))
+		pt.mu.Lock()
+		_, _ = pt.f.WriteString(r.bytes)
+		pt.mu.Unlock()
+	}
+}
+
+// setPersonality changes whom the emulator answers as.
+func (pt *ptyTerminal) setPersonality(p personality) {
+	pt.mu.Lock()
+	pt.answer = p
+	pt.replied = map[string]int{}
+	pt.mu.Unlock()
+}
+
+// repliedCount is how many queries were answered since setPersonality.
+func (pt *ptyTerminal) repliedCount() int {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	n := 0
+	for _, c := range pt.replied {
+		n += c
+	}
+	return n
+}
+
+// typeKeys writes keys as the developer types them, one write each.
+func (pt *ptyTerminal) typeKeys(keys ...string) {
+	for _, k := range keys {
+		pt.mu.Lock()
+		_, err := pt.f.WriteString(k)
+		pt.mu.Unlock()
+		if err != nil {
+			pt.s.t.Fatalf("typing %q: %v", k, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// mark is the length of the output so far, for waits on what follows it.
+func (pt *ptyTerminal) mark() int {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return len(pt.out)
+}
+
+func (pt *ptyTerminal) since(mark int) string {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return string(pt.out[mark:])
+}
+
+// waitOutput waits until the output after mark contains want.
+func (pt *ptyTerminal) waitOutput(mark int, want string, timeout time.Duration) {
+	pt.s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(pt.since(mark), want) {
+		if time.Now().After(deadline) {
+			pt.s.t.Fatalf("the terminal never showed %q; output since the mark:\n%q", want, tail(pt.since(mark), 4000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// developerAnswers lists the audit log's developer answers (phase and
+// outcome) on requests whose argv contains marker.
+func (s *sandbox) developerAnswers(marker string) []string {
+	s.t.Helper()
+	out, errOut, code := s.cli("log", "--profile", "dev", "--workspace", s.workspace, "--config", s.config, "--json")
+	if code != 0 {
+		s.t.Fatalf("log --json: code %d: %s", code, errOut)
+	}
+	var records []struct {
+		Phase   string   `json:"phase"`
+		Source  string   `json:"source"`
+		Argv    []string `json:"argv"`
+		Outcome string   `json:"outcome"`
+	}
+	if err := json.Unmarshal([]byte(out), &records); err != nil {
+		s.t.Fatalf("log --json printed %q: %v", out, err)
+	}
+	var answers []string
+	for _, r := range records {
+		if r.Source == "Developer" && strings.Contains(strings.Join(r.Argv, " "), marker) {
+			answers = append(answers, r.Phase+" "+r.Outcome)
+		}
+	}
+	return answers
+}
+
+// flood is a shell command that prints the queries q in a loop for
+// seconds in the background.
+func flood(seconds int, q ...string) string {
+	var b strings.Builder
+	for i := 0; i < 8; i++ {
+		for _, x := range q {
+			for _, c := range []byte(x) {
+				fmt.Fprintf(&b, "\\%03o", c)
+			}
+		}
+	}
+	return fmt.Sprintf("(end=$(($(date +%%s)+%d)); while [ $(date +%%s) -lt $end ]; do printf '%s'; sleep 0.01; done) & ", seconds, b.String())
+}
+
+const promptShown = "host escalation request"
+
+// assertPending checks, for hold, that the request whose argv contains
+// marker has no developer answer in the audit log and that its guest
+// command has not returned.
+func assertPending(t *testing.T, s *sandbox, output func() string, marker string, hold time.Duration) {
+	t.Helper()
+	time.Sleep(hold)
+	if got := s.developerAnswers(marker); len(got) != 0 {
+		t.Errorf("terminal replies decided the request %s: audit log %q", marker, got)
+	}
+	if out := output(); strings.Contains(out, "rc-"+marker+"=") || strings.Contains(out, "lazaret: approved") || strings.Contains(out, "lazaret: denied") {
+		t.Errorf("the request %s was decided without a key; output:\n%q", marker, tail(out, 4000))
+	}
+}
+
+// TestEscalationPromptIgnoresDECRQMReply is the attack of a sandbox that
+// prints DECRQM (CSI ? 2004 $ p) while its request waits: xterm answers
+// CSI ? 2004 ; 2 $ y, and that y must not approve.
+func TestEscalationPromptIgnoresDECRQMReply(t *testing.T) {
+	s := escalationSandbox(t)
+	pt := s.ptyTerminal(xterm, 30*time.Millisecond)
+	m := pt.mark()
+	pt.typeKeys("echo ready-$((6*7))\r")
+	pt.waitOutput(m, "ready-42", 90*time.Second)
+
+	m = pt.mark()
+	pt.typeKeys(flood(8, qDECRQM) + guestRun + " -- /usr/bin/echo decrqm-attack; echo rc-decrqm-attack=$?\r")
+	pt.waitOutput(m, promptShown, 60*time.Second)
+	assertPending(t, s, func() string { return pt.since(m) }, "decrqm-attack", 3*time.Second)
+	if pt.repliedCount() == 0 {
+		t.Fatal("the emulator answered no DECRQM query: the attack did not run")
+	}
+	// A real key still decides it.
+	time.Sleep(6 * time.Second)
+	pt.typeKeys("n", "\r")
+	pt.waitOutput(m, "rc-decrqm-attack=125", 60*time.Second)
+	if got := s.developerAnswers("decrqm-attack"); len(got) == 0 || !strings.HasPrefix(got[0], "Denied") && !strings.HasPrefix(got[0], "DenialPending") {
+		t.Errorf("the typed denial: audit log %q", got)
+	}
+}
+
+// TestEscalationPromptIgnoresTmuxDSRReply is the attack under tmux: the
+// sandbox prints DSR (CSI 5 n), tmux answers CSI 0 n, and that n must not
+// deny.
+func TestEscalationPromptIgnoresTmuxDSRReply(t *testing.T) {
+	s := escalationSandbox(t)
+	a := s.terminal("a")
+	a.ready()
+	a.send(flood(8, qDSR)+guestRun+" -- /usr/bin/echo dsr-attack; echo rc-dsr-attack=$?", "Enter")
+	a.waitScreen(promptShown, 60*time.Second)
+	assertPending(t, s, a.screen, "dsr-attack", 3*time.Second)
+	time.Sleep(6 * time.Second)
+	a.send("y")
+	a.send("Enter")
+	a.waitScreen("rc-dsr-attack=0", 60*time.Second)
+	if got := s.developerAnswers("dsr-attack"); len(got) == 0 || !strings.HasPrefix(got[0], "Approved") {
+		t.Errorf("the typed approval: audit log %q", got)
+	}
+}
