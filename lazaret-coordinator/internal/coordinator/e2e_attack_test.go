@@ -1,0 +1,295 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"lazaret.dev/pkg/testgate"
+)
+
+// attack is one attempt by the sandbox to plant something host git, the
+// view or another host tool would run. Its payload touches marker (a file
+// beside the workspace, outside it) if it ever runs on the host.
+type attack struct {
+	name string
+	// script is run with /bin/sh -c inside the sandbox; its failures are
+	// expected once the view refuses it, so it never stops at an error.
+	script string
+	// absent are host paths (relative to the workspace) the view must not
+	// have let the sandbox create.
+	absent []string
+}
+
+// evilConfig is a git configuration whose every command-valued key runs
+// touch marker: whichever of them host git consults, the marker appears.
+func evilConfig(marker, hooks string) string {
+	run := "touch " + marker
+	return fmt.Sprintf(`[core]
+	fsmonitor = "%[1]s; false"
+	sshCommand = "%[1]s; false"
+	pager = "%[1]s; cat"
+	editor = "%[1]s; false"
+	hooksPath = %[2]s
+[filter "lzevil"]
+	clean = "%[1]s; cat"
+	smudge = "%[1]s; cat"
+	process = "%[1]s; false"
+[diff "lzevil"]
+	textconv = "%[1]s; cat"
+[alias]
+	st = "!%[1]s"
+`, run, hooks)
+}
+
+// writeScript is shell that writes content to path (inside the sandbox),
+// through a here-document whose delimiter content never holds.
+func writeScript(path, content string) string {
+	return fmt.Sprintf("cat > %s <<'LZEOF'\n%sLZEOF\n", path, content)
+}
+
+// hooksScript writes executable hooks that touch marker into the workspace
+// directory dir (inside the sandbox).
+func hooksScript(dir, marker string) string {
+	s := "mkdir -p " + dir + "\n"
+	for _, h := range []string{"pre-commit", "post-commit", "commit-msg", "post-checkout", "pre-push", "post-merge", "pre-auto-gc", "reference-transaction", "post-index-change"} {
+		s += writeScript(dir+"/"+h, "#!/bin/sh\ntouch "+marker+"\n")
+		s += "chmod +x " + dir + "/" + h + "\n"
+	}
+	return s
+}
+
+// TestServeEndToEndWorkspaceAttacks runs, inside a real sandbox on a real
+// repository, every way we know for the sandbox to turn bytes it writes
+// into something host git or the view executes (docs/WORKSPACE.md,
+// "Attacks the end-to-end tests pin"), then runs host git the way a
+// developer would (status, diff, log with a pager, commit with an editor,
+// fetch over ssh, rebase --continue, submodule update, status in every
+// subdirectory the sandbox touched) and a second generation of the view,
+// and checks that no payload ran. It also checks that git inside keeps
+// working.
+func TestServeEndToEndWorkspaceAttacks(t *testing.T) {
+	if !enterInternet(t) {
+		return
+	}
+	scriptBin := testgate.Command(t, "script")
+	e := newEnv(t)
+	e.withGitImage(t)
+	e.gitWorkspace(t)
+	base := filepath.Dir(e.workspace)
+	marks := filepath.Join(base, "marks")
+	if err := os.Mkdir(marks, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	marker := func(name string) string { return filepath.Join(marks, name) }
+	// A nested repository and a file the developer had before the
+	// generation: the nested one keeps working inside.
+	e.writeHostFiles(t, map[string]string{"vendored/lib.txt": "lib\n", "src/main.go": "package main\n"})
+	for _, argv := range [][]string{
+		{"init", "-q", filepath.Join(e.workspace, "vendored")},
+		{"-C", filepath.Join(e.workspace, "vendored"), "add", "lib.txt"},
+		{"-C", filepath.Join(e.workspace, "vendored"), "-c", "user.name=host", "-c", "user.email=host@lazaret.invalid", "commit", "-q", "-m", "vendored"},
+		{"-C", e.workspace, "add", "src/main.go"},
+		{"-C", e.workspace, "-c", "user.name=host", "-c", "user.email=host@lazaret.invalid", "commit", "-q", "-m", "src"},
+		// config.worktree is read once this is set; a dangling include
+		// in .git is read once the sandbox creates its target.
+		{"-C", e.workspace, "config", "extensions.worktreeConfig", "true"},
+		{"-C", e.workspace, "config", "includeIf.gitdir:/.path", "lz-extra.config"},
+	} {
+		if out, err := exec.Command("git", argv...).CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v: %s", argv, err, out)
+		}
+	}
+	configBefore := readFile(t, filepath.Join(e.workspace, ".git", "config"))
+	configMode := mode(t, filepath.Join(e.workspace, ".git", "config"))
+
+	sg := "env GIT_CONFIG_NOSYSTEM=1 HOME=/tmp git -c safe.directory=* -c user.name=sandbox -c user.email=sandbox@lazaret.invalid"
+	hostHooks := func(name string) string { return filepath.Join(e.workspace, "lzhooks", name) }
+	evil := func(name string) string { return evilConfig(marker(name), hostHooks(name)) }
+	bareRepo := func(dir, name string) string {
+		return "mkdir -p " + dir + "/objects/info " + dir + "/objects/pack " + dir + "/refs/heads " + dir + "/refs/tags\n" +
+			writeScript(dir+"/HEAD", "ref: refs/heads/master\n") +
+			writeScript(dir+"/config", evil(name))
+	}
+	attacks := []attack{
+		{name: "commondir-fsmonitor", script: "mkdir -p /workspace/.git/lzevil/objects /workspace/.git/lzevil/refs\n" +
+			writeScript("/workspace/.git/lzevil/config", evil("commondir-fsmonitor")) +
+			hooksScript("/workspace/lzhooks/commondir-fsmonitor", marker("commondir-fsmonitor")) +
+			"echo lzevil > /workspace/.git/commondir\n",
+			absent: []string{".git/commondir", ".git/lzevil"}},
+		{name: "config-worktree", script: writeScript("/workspace/.git/config.worktree", evil("config-worktree")) +
+			hooksScript("/workspace/lzhooks/config-worktree", marker("config-worktree")),
+			absent: []string{".git/config.worktree"}},
+		{name: "includeif", script: writeScript("/workspace/.git/lz-extra.config", evil("includeif")) +
+			hooksScript("/workspace/lzhooks/includeif", marker("includeif")),
+			absent: []string{".git/lz-extra.config"}},
+		{name: "dotgit-config-write", script: "echo '[core]' >> /workspace/.git/config\n" +
+			"echo '\tfsmonitor = \"touch " + marker("dotgit-config-write") + "; false\"' >> /workspace/.git/config\n" +
+			sg + " -C /workspace config core.sshCommand 'touch " + marker("dotgit-config-write") + "; false'\n" +
+			sg + " -C /workspace config core.pager 'touch " + marker("dotgit-config-write") + "; cat'\n" +
+			sg + " -C /workspace config core.editor 'touch " + marker("dotgit-config-write") + "; false'\n" +
+			sg + " -C /workspace config core.hooksPath " + hostHooks("dotgit-config-write") + "\n" +
+			hooksScript("/workspace/lzhooks/dotgit-config-write", marker("dotgit-config-write")) +
+			"cp /workspace/.git/config /workspace/.git/config.new && echo '[core]' >> /workspace/.git/config.new && mv /workspace/.git/config.new /workspace/.git/config\n",
+			absent: []string{".git/config.new", ".git/config.lock"}},
+		{name: "dotgit-config-chmod", script: "chmod 0666 /workspace/.git/config\n"},
+		{name: "hooks", script: hooksScript("/workspace/.git/hooks", marker("hooks")) + "mkdir /workspace/.git/hooks2\n",
+			absent: []string{".git/hooks/pre-commit", ".git/hooks2"}},
+		{name: "alternates", script: "mkdir -p /workspace/.git/objects/info\necho " + base + " > /workspace/.git/objects/info/alternates\n" +
+			"echo http://lazaret.invalid/ > /workspace/.git/objects/info/http-alternates\n",
+			absent: []string{".git/objects/info/alternates", ".git/objects/info/http-alternates"}},
+		{name: "info-attributes-filter", script: "mkdir -p /workspace/.git/info\n" +
+			writeScript("/workspace/.git/info/attributes", "* filter=lzevil diff=lzevil\n") +
+			writeScript("/workspace/.gitattributes", "tracked filter=lzevil diff=lzevil\n") +
+			"echo changed >> /workspace/tracked\n",
+			absent: []string{".git/info/attributes"}},
+		{name: "sequencer-exec", script: "mkdir -p /workspace/.git/rebase-merge && cd /workspace/.git/rebase-merge && " +
+			"echo refs/heads/master > head-name && " + sg + " -C /workspace rev-parse HEAD > onto && cp onto orig-head && : > interactive && : > done && echo 1 > end && echo 0 > msgnum && " +
+			"echo 'exec touch " + marker("sequencer-exec") + "' > git-rebase-todo\n" +
+			"mkdir -p /workspace/.git/sequencer && echo 'exec touch " + marker("sequencer-exec") + "' > /workspace/.git/sequencer/todo\n",
+			absent: []string{".git/rebase-merge", ".git/sequencer"}},
+		{name: "gitlink-fsmonitor", script: "mkdir -p /workspace/sub && cd /workspace/sub && " + sg + " init -q && " +
+			sg + " commit -q --allow-empty -m sub && sha=$(" + sg + " rev-parse HEAD)\n" +
+			writeScript("/workspace/sub/.git/config", "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"+strings.TrimPrefix(evil("gitlink-fsmonitor"), "[core]\n")) +
+			hooksScript("/workspace/lzhooks/gitlink-fsmonitor", marker("gitlink-fsmonitor")) +
+			"cd /workspace && " + sg + " update-index --add --cacheinfo 160000,$sha,sub\n",
+			absent: []string{"sub/.git"}},
+		{name: "gitmodules-update", script: "mkdir -p /workspace/mod && " + writeScript("/workspace/.gitmodules",
+			"[submodule \"mod\"]\n\tpath = mod\n\turl = ./mod-origin\n\tupdate = !touch "+marker("gitmodules-update")+"\n") +
+			bareRepo("/workspace/mod-origin", "gitmodules-update") +
+			"cd /workspace && " + sg + " update-index --add --cacheinfo 160000,$(" + sg + " rev-parse HEAD),mod\n",
+			absent: []string{"mod-origin/HEAD"}},
+		{name: "embedded-bare-repo", script: bareRepo("/workspace/bare", "embedded-bare-repo") +
+			hooksScript("/workspace/lzhooks/embedded-bare-repo", marker("embedded-bare-repo")),
+			absent: []string{"bare/HEAD"}},
+		{name: "symlinked-dotgit", script: "mkdir -p /workspace/sub2 && " + bareRepo("/workspace/sub2-gitdir", "symlinked-dotgit") +
+			"ln -s ../sub2-gitdir /workspace/sub2/.git\n",
+			absent: []string{"sub2/.git", "sub2-gitdir/HEAD"}},
+		{name: "gitfile-subdir", script: "mkdir -p /workspace/sub3 && " + bareRepo("/workspace/.git/lz-sub3", "gitfile-subdir") +
+			"echo 'gitdir: ../.git/lz-sub3' > /workspace/sub3/.git\n",
+			absent: []string{"sub3/.git", ".git/lz-sub3"}},
+		{name: "nested-in-existing", script: writeScript("/workspace/vendored/.git/config.worktree", evil("nested-in-existing")) +
+			writeScript("/workspace/vendored/.git/config", "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"+strings.TrimPrefix(evil("nested-in-existing"), "[core]\n")) +
+			hooksScript("/workspace/vendored/.git/hooks", marker("nested-in-existing")) +
+			hooksScript("/workspace/lzhooks/nested-in-existing", marker("nested-in-existing")),
+			absent: []string{"vendored/.git/config.worktree", "vendored/.git/hooks/pre-commit"}},
+		{name: "fifo-and-links-in-git", script: "mkfifo /workspace/.git/refs/heads/lzfifo\nmkfifo /workspace/.git/lzfifo\n" +
+			"ln -s /etc/passwd /workspace/.git/refs/heads/lzlink\nln -s ../../../.git/config /workspace/.git/refs/tags/lzlink\n" +
+			"mkfifo /workspace/.git/objects/lzfifo\nmknod /workspace/.git/lzdev c 1 3\n",
+			absent: []string{".git/refs/heads/lzfifo", ".git/lzfifo", ".git/refs/heads/lzlink", ".git/refs/tags/lzlink", ".git/objects/lzfifo", ".git/lzdev"}},
+	}
+
+	h := e.start(t, time.Second)
+	c, session := e.client(t)
+	attackOut := map[string]string{}
+	for _, a := range attacks {
+		out, errs, x := execute(t, c, session(), "/bin/sh", "-c", a.script)
+		attackOut[a.name] = fmt.Sprintf("exit %d\nstdout %q\nstderr %q", code(x), out, errs)
+	}
+	chmodOut, chmodErr, chmodExit := execute(t, c, session(), "chmod", "0600", "/workspace/.git/config")
+	c.Close()
+	waitExit(t, e, h)
+
+	// The developer's git, run as a developer would, in every directory
+	// the sandbox touched.
+	home := t.TempDir()
+	hostEnv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "TERM=xterm",
+		"GIT_AUTHOR_NAME=host", "GIT_AUTHOR_EMAIL=host@lazaret.invalid", "GIT_COMMITTER_NAME=host", "GIT_COMMITTER_EMAIL=host@lazaret.invalid"}
+	var hostLog bytes.Buffer
+	hostRun := func(dir string, argv ...string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Dir = dir
+		cmd.Env = hostEnv
+		out, err := cmd.CombinedOutput()
+		fmt.Fprintf(&hostLog, "$ (%s) %q: %v\n%s\n", dir, argv, err, out)
+	}
+	pager := func(dir, gitArgs string) { hostRun(dir, scriptBin, "-qec", "git "+gitArgs, "/dev/null") }
+	for _, dir := range []string{"", "sub", "mod", "bare", "bare/refs", "sub2", "sub3", "vendored", "mod-origin", "sub2-gitdir"} {
+		d := filepath.Join(e.workspace, dir)
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		hostRun(d, "git", "status")
+		hostRun(d, "git", "diff")
+		hostRun(d, "git", "diff", "HEAD")
+		hostRun(d, "git", "log", "--oneline")
+		pager(d, "log")
+		pager(d, "tag")
+		pager(d, "diff")
+		hostRun(d, "git", "st")
+		hostRun(d, "git", "add", "-A")
+		hostRun(d, "git", "commit", "-q", "-m", "host commit")
+		hostRun(d, "git", "commit", "--allow-empty")
+		hostRun(d, "git", "fetch", "ssh://lazaret.invalid/repo")
+	}
+	hostRun(e.workspace, "git", "rebase", "--continue")
+	hostRun(e.workspace, "git", "cherry-pick", "--continue")
+	hostRun(e.workspace, "git", "submodule", "update", "--init")
+	hostRun(e.workspace, "git", "checkout", "-q", "-b", "after-attacks")
+	hostRun(e.workspace, "git", "gc", "--auto")
+
+	// The view's next start reads the configuration again.
+	t.Run("attack/second-generation-starts", func(t *testing.T) {
+		h2 := e.start(t, time.Second)
+		c2, session2 := e.client(t)
+		out, errs, x := execute(t, c2, session2(), sandboxGit("status", "--porcelain")...)
+		c2.Close()
+		waitExit(t, e, h2)
+		if code(x) != 0 {
+			t.Errorf("git status in the second generation: stdout %q stderr %q exit %+v", out, errs, x)
+		}
+	})
+
+	for _, a := range attacks {
+		t.Run("attack/"+a.name, func(t *testing.T) {
+			if _, err := os.Lstat(marker(a.name)); err == nil {
+				t.Errorf("the payload ran on the host (%s exists)\nsandbox: %s", marker(a.name), attackOut[a.name])
+			} else if !errors.Is(err, os.ErrNotExist) {
+				t.Fatal(err)
+			}
+			for _, p := range a.absent {
+				if _, err := os.Lstat(filepath.Join(e.workspace, p)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the sandbox created host %q (%v)\nsandbox: %s", p, err, attackOut[a.name])
+				}
+			}
+		})
+	}
+	t.Run("attack/dotgit-config-unchanged", func(t *testing.T) {
+		if got := readFile(t, filepath.Join(e.workspace, ".git", "config")); got != configBefore {
+			t.Errorf(".git/config changed from %q to %q", configBefore, got)
+		}
+		if got := mode(t, filepath.Join(e.workspace, ".git", "config")); got != configMode {
+			t.Errorf(".git/config mode changed from %o to %o", configMode, got)
+		}
+		if code(chmodExit) == 0 || !strings.Contains(chmodErr, "Read-only file system") {
+			t.Errorf("chmod .git/config inside: stdout %q stderr %q exit %+v; want Read-only file system", chmodOut, chmodErr, chmodExit)
+		}
+		if out := attackOut["dotgit-config-chmod"]; !strings.Contains(out, "Read-only file system") {
+			t.Errorf("chmod 0666 .git/config inside: %s; want Read-only file system", out)
+		}
+	})
+	if t.Failed() || os.Getenv("LZ_E2E_DUMP_LOG") != "" {
+		t.Log(hostLog.String())
+		t.Log(e.log(t))
+	}
+	checkNothingLeft(t, e)
+}
+
+// mode returns the permission bits of path.
+func mode(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	st, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode().Perm()
+}
