@@ -54,6 +54,13 @@
 //   - Stored text (paths, names, container IDs) must be UTF-8 without NUL;
 //     a non-UTF-8 path is refused with an error naming the field.
 //
+// Beside the schema's records, two Domain-wide workspace records live in
+// a bucket of their own (workspace.go): IsolatedPaths, the sticky
+// isolation set of the workspace view, and ReviewBaseline, the state of
+// the files host tools execute at the start of the generation that took
+// it. The first write makes the bucket; a store without it has no kept
+// paths and no baseline, and nothing of the schema's records changes.
+//
 // Every stored row is verified when read (decoding is closed and
 // canonical, then the record's shape is checked: VerifyParticipant,
 // VerifySessionTerminal), so Tx.Scan doubles as the recovery scan.
