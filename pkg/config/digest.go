@@ -84,10 +84,11 @@ type AutoApprovalRule struct {
 	AllowExtraArgs      bool
 }
 
-// Matches reports whether argv is admitted by the rule: argv[0] is
+// Matches reports whether argv has the rule's form: argv[0] is
 // byte-for-byte the canonical executable, every element is UTF-8 without
 // NUL, and the remaining elements equal Args exactly, or, with
-// AllowExtraArgs, begin with Args.
+// AllowExtraArgs, begin with Args. A rule admits argv when it Matches and
+// CheckExtraArgs finds nothing to refuse among the extra arguments.
 func (r AutoApprovalRule) Matches(argv []string) bool {
 	if len(argv) == 0 || argv[0] != r.CanonicalExecutable {
 		return false

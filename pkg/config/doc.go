@@ -18,6 +18,9 @@
 //   - source.go: openat2 source plans and executable checks (Linux).
 //   - resolve.go: Resolve and ResolvedDomainConfiguration.
 //   - digest.go: the digest preimages.
+//   - extraargs.go: the one table of executables whose arguments can run a
+//     command or write a file, the extra-argument check of prefix rules
+//     (AutoApprovalRule.CheckExtraArgs) and the `config check` warning.
 //
 // The sandbox layout lives in package layout and path defaults in package
 // paths; executing a plan (creating a pending directory, mounting a source)

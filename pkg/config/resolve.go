@@ -114,6 +114,7 @@ type ResolvedDomainConfiguration struct {
 	fingerprint ids.Digest
 	volumes     []ResolvedVolume
 	env         secretEnv
+	warnings    []Problem
 	closed      bool
 }
 
@@ -122,6 +123,12 @@ type ResolvedDomainConfiguration struct {
 type secretEnv struct{ values map[string]string }
 
 func (secretEnv) Format(f fmt.State, _ rune) { io.WriteString(f, "[redacted]") }
+
+// Warnings are what `config check` reports without failing, for every
+// profile: today the WarnExtraArgs warning of each rule that sets
+// allow_extra_args for an executable whose arguments can run a command or
+// write a file (see ExtraArgsOf).
+func (c *ResolvedDomainConfiguration) Warnings() []Problem { return slices.Clone(c.warnings) }
 
 // Profile is the selected profile name.
 func (c *ResolvedDomainConfiguration) Profile() string { return c.profile }
@@ -327,6 +334,9 @@ func Resolve(data []byte, opts Options) (*ResolvedDomainConfiguration, error) {
 		}
 		return nil, probs.err()
 	}
+	warnings := &problems{file: opts.File, index: ix}
+	extraArgsWarnings(warnings, profiles, sp.name, cfg.record.AutoApprovalRules)
+	cfg.warnings = warnings.result()
 	return cfg, nil
 }
 
