@@ -1,6 +1,8 @@
 package escalation
 
 import (
+	"errors"
+	"fmt"
 	"path"
 	"strings"
 	"unicode/utf8"
@@ -46,16 +48,6 @@ func CommandRequiresShell(argv []string) bool {
 	return strings.ContainsAny(exe, shellMetacharacters)
 }
 
-// interpreters are program names that run a command string or an
-// arbitrary program given as an argument. A prefix rule (allow_extra_args)
-// never admits them: appended arguments would be a program, not data.
-var interpreters = map[string]bool{
-	"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true,
-	"fish": true, "csh": true, "tcsh": true, "ash": true, "busybox": true,
-	"env": true, "xargs": true, "nohup": true, "setsid": true, "sudo": true, "doas": true,
-	"python": true, "python3": true, "perl": true, "ruby": true, "node": true,
-}
-
 // Decision is the approval plan for one request.
 type Decision struct {
 	// Auto is true when a rule admits the command without a prompt.
@@ -63,28 +55,53 @@ type Decision struct {
 	// Rule is the index of the admitting rule in the configured order, or
 	// -1.
 	Rule int
-	// Why says why the command needs a prompt (nil when Auto): it wraps
-	// ErrShellForm, ErrInterpreterPrefix or ErrNoRule.
+	// Why says why the command needs a prompt (nil when Auto): it is or
+	// wraps ErrShellForm or ErrNoRule, or it is a *RuleRefusalError.
 	Why error
 }
 
 // Decide plans the approval of argv under rules: auto-approval by the
-// first rule that admits argv exactly (config.AutoApprovalRule.Matches:
-// argv[0] byte-equal to the canonical executable, arguments equal to the
-// rule's, or beginning with them when the rule allows extra arguments),
-// and otherwise a prompt. A command for which CommandRequiresShell holds
-// is never auto-approved, and a rule that allows extra arguments never
-// admits a command interpreter (sh, env, python, ...).
+// first rule that admits argv (config.AutoApprovalRule.Matches: argv[0]
+// byte-equal to the canonical executable, arguments equal to the rule's,
+// or beginning with them when the rule allows extra arguments; and
+// config.AutoApprovalRule.CheckExtraArgs: no extra argument the
+// executable could turn into a command or a file write), and otherwise a
+// prompt. A command for which CommandRequiresShell holds is never
+// auto-approved. When the only matching rules refuse the extra
+// arguments, Why is the first refusal, a *RuleRefusalError.
 func Decide(argv []string, rules []config.AutoApprovalRule) Decision {
 	if CommandRequiresShell(argv) {
 		return Decision{Rule: -1, Why: ErrShellForm}
 	}
-	if i, prefixInterpreter := ruleAdmitting(argv, rules); i >= 0 {
+	if i, refusal := ruleAdmitting(argv, rules); i >= 0 {
 		return Decision{Auto: true, Rule: i}
-	} else if prefixInterpreter {
-		return Decision{Rule: -1, Why: ErrInterpreterPrefix}
+	} else if refusal != nil {
+		return Decision{Rule: -1, Why: refusal}
 	}
 	return Decision{Rule: -1, Why: ErrNoRule}
+}
+
+// RuleRefusalError: rule Rule matches a command's prefix but does not
+// auto-approve its extra arguments. Its text names the rule, as in
+// `rule 1 (/usr/bin/git fetch) does not auto-approve option
+// "--upload-pack=..."`; rules count from 0, as auto_approve[i] and
+// Decision.Rule do. It wraps the *config.ExtraArgsError (and so
+// config.ErrExtraArgs), and also ErrInterpreterPrefix when the executable
+// takes no extra arguments at all (config.ExtraArgsNone).
+type RuleRefusalError struct {
+	Rule int
+	Err  *config.ExtraArgsError
+}
+
+func (e *RuleRefusalError) Error() string {
+	return fmt.Sprintf("rule %d (%s) %s", e.Rule, e.Err.RuleString(), e.Err.Refusal())
+}
+
+func (e *RuleRefusalError) Unwrap() []error {
+	if e.Err.Class == config.ExtraArgsNone {
+		return []error{e.Err, ErrInterpreterPrefix}
+	}
+	return []error{e.Err}
 }
 
 // RuleAdmits reports whether a rule admits argv, the shell-form test
@@ -100,19 +117,22 @@ func RuleAdmits(argv []string, rules []config.AutoApprovalRule) bool {
 }
 
 // ruleAdmitting returns the index of the first rule admitting argv, or -1
-// and whether a prefix rule matched an interpreter.
-func ruleAdmitting(argv []string, rules []config.AutoApprovalRule) (int, bool) {
-	interpreter := interpreters[path.Base(argv[0])]
-	prefixInterpreter := false
+// and the first refusal of a rule that matched argv's prefix (nil when
+// none did).
+func ruleAdmitting(argv []string, rules []config.AutoApprovalRule) (int, *RuleRefusalError) {
+	var first *RuleRefusalError
 	for i, r := range rules {
 		if !r.Matches(argv) {
 			continue
 		}
-		if r.AllowExtraArgs && interpreter {
-			prefixInterpreter = true
+		if err := r.CheckExtraArgs(argv); err != nil {
+			var refused *config.ExtraArgsError
+			if first == nil && errors.As(err, &refused) {
+				first = &RuleRefusalError{Rule: i, Err: refused}
+			}
 			continue
 		}
-		return i, false
+		return i, nil
 	}
-	return -1, prefixInterpreter
+	return -1, first
 }

@@ -2,6 +2,7 @@ package escalation
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"lazaret.dev/pkg/config"
@@ -49,7 +50,13 @@ func TestDecide(t *testing.T) {
 	shPrefix := config.AutoApprovalRule{CanonicalExecutable: "/usr/bin/sh", Args: []string{"-c"}, AllowExtraArgs: true}
 	envPrefix := config.AutoApprovalRule{CanonicalExecutable: "/usr/bin/env", Args: []string{"FOO=1"}, AllowExtraArgs: true}
 	weird := config.AutoApprovalRule{CanonicalExecutable: "/usr/lib/../bin/git", Args: []string{"status"}}
-	rules := []config.AutoApprovalRule{exact, prefix, noArgs, shExact, shPrefix, envPrefix, weird}
+	fetch := config.AutoApprovalRule{CanonicalExecutable: "/usr/bin/git", Args: []string{"fetch", "origin"}, AllowExtraArgs: true}
+	logOneline := config.AutoApprovalRule{CanonicalExecutable: "/usr/bin/git", Args: []string{"log", "--oneline"}, AllowExtraArgs: true}
+	tarCreate := config.AutoApprovalRule{CanonicalExecutable: "/usr/bin/tar", Args: []string{"-czf"}, AllowExtraArgs: true}
+	python := config.AutoApprovalRule{CanonicalExecutable: "/usr/bin/python3.11", Args: []string{"tool.py"}, AllowExtraArgs: true}
+	echo := config.AutoApprovalRule{CanonicalExecutable: "/usr/bin/echo", Args: []string{"x"}, AllowExtraArgs: true}
+	fetchAll := config.AutoApprovalRule{CanonicalExecutable: "/usr/bin/git", Args: []string{"fetch", "origin", "--prune"}}
+	rules := []config.AutoApprovalRule{exact, prefix, noArgs, shExact, shPrefix, envPrefix, weird, fetch, logOneline, tarCreate, python, echo, fetchAll}
 	tests := []struct {
 		name string
 		argv []string
@@ -58,9 +65,12 @@ func TestDecide(t *testing.T) {
 	}{
 		{"exact match", []string{"/usr/bin/git", "status"}, 0, nil},
 		{"extra args refused by exact rule", []string{"/usr/bin/git", "status", "--porcelain"}, -1, ErrNoRule},
-		{"prefix with extra args", []string{"/usr/bin/git", "log", "-1"}, 1, nil},
+		{"prefix with an operand", []string{"/usr/bin/git", "log", "HEAD~3..HEAD"}, 1, nil},
+		{"prefix with an option", []string{"/usr/bin/git", "log", "-1"}, -1, config.ErrExtraArgs},
+		{"prefix with an option after an operand", []string{"/usr/bin/git", "log", "HEAD", "--output=/tmp/x"}, -1, config.ErrExtraArgs},
 		{"prefix alone", []string{"/usr/bin/git", "log"}, 1, nil},
 		{"prefix wrong order", []string{"/usr/bin/git", "-1", "log"}, -1, ErrNoRule},
+		{"option before the subcommand", []string{"/usr/bin/git", "-c", "core.sshCommand=sh", "fetch", "origin"}, -1, ErrNoRule},
 		{"rule without args matches argv0 alone", []string{"/usr/bin/true"}, 2, nil},
 		{"rule without args refuses an argument", []string{"/usr/bin/true", "x"}, -1, ErrNoRule},
 		{"argv0 must be byte-equal", []string{"/bin/git", "status"}, -1, ErrNoRule},
@@ -69,7 +79,19 @@ func TestDecide(t *testing.T) {
 		{"command string argv0", []string{"/usr/bin/git status"}, -1, ErrShellForm},
 		{"exact shell vector admitted by exact rule", []string{"/usr/bin/sh", "-c", "make test"}, 3, nil},
 		{"shell prefix never admits", []string{"/usr/bin/sh", "-c", "rm -rf ~"}, -1, ErrInterpreterPrefix},
+		{"shell prefix alone is its exact vector", []string{"/usr/bin/sh", "-c"}, 4, nil},
 		{"env prefix never admits", []string{"/usr/bin/env", "FOO=1", "/usr/bin/id"}, -1, ErrInterpreterPrefix},
+		{"versioned interpreter never admits", []string{"/usr/bin/python3.11", "tool.py", "x"}, -1, ErrInterpreterPrefix},
+		{"fetch a branch", []string{"/usr/bin/git", "fetch", "origin", "main"}, 7, nil},
+		{"fetch --upload-pack", []string{"/usr/bin/git", "fetch", "origin", "--upload-pack=sh -c id"}, -1, config.ErrExtraArgs},
+		{"fetch -u", []string{"/usr/bin/git", "fetch", "origin", "-u", "sh"}, -1, config.ErrExtraArgs},
+		{"fetch --", []string{"/usr/bin/git", "fetch", "origin", "--", "main"}, -1, config.ErrExtraArgs},
+		{"fetch --end-of-options", []string{"/usr/bin/git", "fetch", "origin", "--end-of-options", "main"}, -1, config.ErrExtraArgs},
+		{"fetch forced refspec", []string{"/usr/bin/git", "fetch", "origin", "+main:main"}, -1, config.ErrExtraArgs},
+		{"an exact rule admits an option a prefix rule refuses", []string{"/usr/bin/git", "fetch", "origin", "--prune"}, 12, nil},
+		{"fixed args ending in a flag", []string{"/usr/bin/git", "log", "--oneline", "HEAD"}, -1, config.ErrExtraArgs},
+		{"fixed args ending in an option awaiting a value", []string{"/usr/bin/tar", "-czf", "/home/u/.bashrc", "src"}, -1, config.ErrExtraArgs},
+		{"an unlisted executable takes options", []string{"/usr/bin/echo", "x", "-n", "--", "+y"}, 11, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +99,48 @@ func TestDecide(t *testing.T) {
 			if d.Auto != (tt.rule >= 0) || d.Rule != tt.rule || !errors.Is(d.Why, tt.why) || (tt.why == nil) != (d.Why == nil) {
 				t.Errorf("Decide(%q) = %+v, want rule %d, why %v", tt.argv, d, tt.rule, tt.why)
 			}
+			if RuleAdmits(tt.argv, rules) != (tt.rule >= 0 || errors.Is(tt.why, ErrShellForm) && tt.argv[0] == weird.CanonicalExecutable) {
+				t.Errorf("RuleAdmits(%q) disagrees with Decide's rule %d", tt.argv, tt.rule)
+			}
 		})
+	}
+}
+
+// TestDecideReason is the text of the planner's reasons, which the audit
+// log and the coordinator's log show.
+func TestDecideReason(t *testing.T) {
+	rules := []config.AutoApprovalRule{
+		{CanonicalExecutable: "/usr/bin/git", Args: []string{"status"}},
+		{CanonicalExecutable: "/usr/bin/git", Args: []string{"fetch"}, AllowExtraArgs: true},
+		{CanonicalExecutable: "/usr/bin/git", Args: []string{"fetch", "origin"}, AllowExtraArgs: true},
+		{CanonicalExecutable: "/usr/bin/tar", Args: []string{"-c", "-f"}, AllowExtraArgs: true},
+		{CanonicalExecutable: "/usr/bin/dash", Args: []string{"-c"}, AllowExtraArgs: true},
+		{CanonicalExecutable: "/usr/bin/find", Args: []string{"my dir"}, AllowExtraArgs: true},
+	}
+	long := strings.Repeat("é", 200)
+	tests := []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"/usr/bin/git", "fetch", "--upload-pack=sh -c id", "."},
+			`rule 1 (/usr/bin/git fetch) does not auto-approve option "--upload-pack=sh -c id": options of git can run commands or write files`},
+		{[]string{"/usr/bin/git", "fetch", "origin", "main", "-u", "x"},
+			`rule 1 (/usr/bin/git fetch) does not auto-approve option "-u": options of git can run commands or write files`},
+		{[]string{"/usr/bin/tar", "-c", "-f", "/home/u/.profile", "src"},
+			`rule 3 (/usr/bin/tar -c -f) does not auto-approve extra arguments after option "-f", which may take the first of them as its value`},
+		{[]string{"/usr/bin/dash", "-c", "id"},
+			`rule 4 (/usr/bin/dash -c) does not auto-approve extra arguments: the arguments of dash are a program, a script or files it writes`},
+		{[]string{"/usr/bin/find", "my dir", "-exec", "sh", ";"},
+			`rule 5 (/usr/bin/find "my dir") does not auto-approve option "-exec": options of find can run commands or write files`},
+		{[]string{"/usr/bin/find", "my dir", "-\x1b[2J" + long},
+			`rule 5 (/usr/bin/find "my dir") does not auto-approve option "-\x1b[2J` + strings.Repeat("é", 125) + `"...: options of find can run commands or write files`},
+		{[]string{"/usr/bin/git", "push"}, ErrNoRule.Error()},
+	}
+	for _, tt := range tests {
+		d := Decide(tt.argv, rules)
+		if d.Auto || d.Why == nil || d.Why.Error() != tt.want {
+			t.Errorf("Decide(%q).Why =\n  %v\nwant\n  %s", tt.argv, d.Why, tt.want)
+		}
 	}
 }
 
