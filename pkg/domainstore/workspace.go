@@ -201,3 +201,21 @@ func (tx *Tx) PutReviewBaseline(b ReviewBaseline) error {
 	}
 	return tx.putWorkspace(keyReview, b)
 }
+
+// ReleaseIsolated removes paths from the sticky isolation set and returns
+// the entries removed. A path not in the set is an error naming it
+// (isolation.ErrNotKept), and nothing is removed.
+func (tx *Tx) ReleaseIsolated(paths []string) ([]isolation.Entry, error) {
+	s, err := tx.IsolatedPaths()
+	if err != nil {
+		return nil, err
+	}
+	rest, removed, err := s.Without(paths)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.PutIsolatedPaths(rest); err != nil {
+		return nil, err
+	}
+	return removed, nil
+}

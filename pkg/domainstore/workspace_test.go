@@ -3,6 +3,7 @@ package domainstore
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -51,6 +52,23 @@ func TestIsolatedPathsRecord(t *testing.T) {
 		want := []byte{0xa1, 0x65, 'p', 'a', 't', 'h', 's', 0x81, 0xa2, 0x63, 'd', 'i', 'r', 0xf4, 0x64, 'p', 'a', 't', 'h', 0x44, '.', 'e', 'n', 'v'}
 		if !bytes.Equal(raw, want) {
 			t.Errorf("encoding = %x, want %x", raw, want)
+		}
+	})
+	t.Run("release", func(t *testing.T) {
+		var removed []isolation.Entry
+		err := s.Update(func(tx *Tx) error { var e error; removed, e = tx.ReleaseIsolated([]string{".env", "nope"}); return e })
+		if !errors.Is(err, isolation.ErrNotKept) || !strings.Contains(err.Error(), `"nope"`) {
+			t.Fatalf("releasing an unknown path: %v", err)
+		}
+		if got, _ := read(); got.Len() != set.Len() {
+			t.Fatalf("a refused release removed paths: %v", got.Entries())
+		}
+		err = s.Update(func(tx *Tx) error { var e error; removed, e = tx.ReleaseIsolated([]string{".env", "build"}); return e })
+		if err != nil || len(removed) != 2 || removed[0].Path != ".env" || !removed[1].Dir {
+			t.Fatalf("release = %v, %v", removed, err)
+		}
+		if got, _ := read(); got.Len() != 2 || got.Has(".env") {
+			t.Errorf("after the release: %v", got.Entries())
 		}
 	})
 	t.Run("the empty set removes the record", func(t *testing.T) {

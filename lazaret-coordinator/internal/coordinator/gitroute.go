@@ -19,6 +19,7 @@ import (
 	"lazaret.dev/pkg/domainstore"
 	"lazaret.dev/pkg/gitroute"
 	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/isolation"
 	"lazaret.dev/pkg/locate"
 	"lazaret.dev/pkg/paths"
 )
@@ -38,6 +39,9 @@ type routeView struct {
 	stderr io.Writer // the daemon's log
 
 	daemon *routeDaemon
+	// keptOnly are the host entries the daemon isolated only because an
+	// earlier generation did (sticky.go).
+	keptOnly []isolation.Entry
 }
 
 // newRouteView locates lazaret-gitroute for the generation g.
@@ -111,7 +115,12 @@ func (v *routeView) Start(ctx context.Context) error {
 	if g.anchor == nil {
 		return errors.New("starting the workspace view: the state anchor is gone")
 	}
-	argv := []string{v.binary, "--host-root", host, "--isolated-root", iso, "--mountpoint", mp}
+	keep, err := g.writeKeep()
+	if err != nil {
+		return err
+	}
+	argv := []string{v.binary, "--host-root", host, "--isolated-root", iso, "--mountpoint", mp,
+		"--keep-isolated", g.keepFile(), "--isolation-report", g.isolationReport()}
 	// Not bound to ctx: the daemon lives until Release, not until the
 	// start (or the serve context a SIGTERM cancels) ends.
 	cmd, err := g.anchor.CommandInNamespaces(context.Background(), argv)
@@ -141,9 +150,20 @@ func (v *routeView) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return g.update(role, role.ActiveState(), func(o *domainstore.ParticipantOwnership) {
+	if err := g.update(role, role.ActiveState(), func(o *domainstore.ParticipantOwnership) {
 		o.GitRouting.Daemon = committed(d.process)
-	})
+	}); err != nil {
+		return err
+	}
+	// Recorded before the sandbox starts: a path this generation
+	// isolates stays isolated in the next whatever the sandbox does to
+	// the ignore files or the index.
+	kept, err := g.mergeIsolationReport(keep)
+	if err != nil {
+		return err
+	}
+	v.keptOnly = kept
+	return nil
 }
 
 // detach lazily unmounts a view the daemon left behind, inside the

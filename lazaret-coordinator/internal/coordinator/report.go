@@ -8,7 +8,9 @@ import (
 )
 
 // report is the HC's end of the start report (fd 4): `step NAME` lines,
-// then exactly one `ready` or `error SENTENCE`, then close.
+// before `ready` the `kept "PATH"` and `kept-more N` lines of sticky
+// isolation (sticky.go), then exactly one `ready` or `error SENTENCE`,
+// then close.
 type report struct {
 	mu       sync.Mutex
 	f        *os.File

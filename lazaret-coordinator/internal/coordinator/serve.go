@@ -233,6 +233,9 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		return errors.Join(err, g.fail(sess, stopServer, "recording Ready failed"))
 	}
 	sess.published()
+	if rv, ok := g.view.(*routeView); ok {
+		rep.kept(rv.keptOnly)
+	}
 	rep.ready()
 	g.log.Info("generation ready", "socket", cp.Socket, "identity", cp.Identity)
 
