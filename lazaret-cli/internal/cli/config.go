@@ -86,6 +86,11 @@ func runConfigCheck(c *cli.Context) error {
 		return fmt.Errorf("resolving configuration %q: %w", file, err)
 	}
 	defer cfg.Close()
+	// Warnings go to stderr in both formats, so the JSON object stays as
+	// documented and a valid configuration still exits 0.
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning: "+w.String())
+	}
 	report := newCheckReport(file, cfg)
 	if c.Bool("json") {
 		enc := json.NewEncoder(stdout)
@@ -387,12 +392,17 @@ denied = [{ address = "8.8.8.8", port = 443 }]
 permitted = [{ address = "1.1.1.1", port = 443 }]
 dns = [{ resolver = "1.1.1.1", query = "registry.npmjs.org" }]
 
-# Host commands the agent may request. Rules auto-approve an exact argv.
+# Host commands the agent may request. A rule auto-approves an exact argv;
+# with allow_extra_args it also admits more arguments after args, but for
+# git (and every tool whose options can run commands or write files, see
+# docs/CONFIGURATION.md) only operands: an extra argument beginning with
+# "-" or "+" goes to the prompt. This rule admits "git fetch origin main"
+# and prompts for "git fetch origin --upload-pack=...".
 [` + p + `.escalation]
 enabled = false
 # [[` + p + `.escalation.auto_approve]]
 # executable = "/usr/bin/git"
-# args = ["push"]
+# args = ["fetch", "origin"]
 # allow_extra_args = true
 `
 }

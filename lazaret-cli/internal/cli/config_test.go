@@ -239,3 +239,50 @@ func TestConfigInitImage(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigInitRuleExample enables the commented escalation example of
+// the starter file: the configuration stays valid, and `config check`
+// warns on stderr, naming the profile, rule index and executable, that
+// extra options of git go to the prompt; the JSON output is unchanged.
+func TestConfigInitRuleExample(t *testing.T) {
+	h := newHost(t)
+	if _, stderr, err := runApp(t, "config", "init", "--profile", "dev"); err != nil {
+		t.Fatalf("init: %v %s", err, stderr)
+	}
+	if _, stderr, err := runApp(t, "config", "check", "--profile", "dev", "--workspace", h.ws); err != nil || strings.Contains(stderr, "warning") {
+		t.Fatalf("check of the starter file: %v\n%s", err, stderr)
+	}
+	b, err := os.ReadFile(h.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Replace(string(b), "enabled = false\n", "enabled = true\n", 1)
+	for _, l := range []string{"[[profiles.dev.escalation.auto_approve]]", `executable = "/usr/bin/git"`, `args = ["fetch", "origin"]`, "allow_extra_args = true"} {
+		if !strings.Contains(doc, "# "+l+"\n") {
+			t.Fatalf("the starter file has no commented %q:\n%s", l, doc)
+		}
+		doc = strings.Replace(doc, "# "+l+"\n", l+"\n", 1)
+	}
+	if err := os.WriteFile(h.file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := runApp(t, "config", "check", "--profile", "dev", "--workspace", h.ws, "--json")
+	if err != nil {
+		t.Fatalf("check with the example rule: %v\n%s", err, stderr)
+	}
+	want := h.file + `:`
+	if !strings.HasPrefix(stderr, "warning: "+want) || !strings.Contains(stderr, `profiles.dev.escalation.auto_approve[0].allow_extra_args: allow_extra_args with /usr/bin/git: options of git can run commands or write files, so extra arguments beginning with "-" or "+" go to the prompt`) || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("stderr is not one warning naming the rule:\n%s", stderr)
+	}
+	var report struct {
+		Rules []struct {
+			Executable     string   `json:"executable"`
+			Args           []string `json:"args"`
+			AllowExtraArgs bool     `json:"allow_extra_args"`
+		} `json:"auto_approval_rules"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &report); err != nil || len(report.Rules) != 1 || !report.Rules[0].AllowExtraArgs {
+		t.Errorf("JSON output %v: %s", err, stdout)
+	}
+	t.Logf("config check stderr: %s", stderr)
+}
