@@ -178,6 +178,9 @@ func (e *ExtraArgsError) Refusal() string {
 	case e.AfterOption:
 		return fmt.Sprintf("does not auto-approve extra arguments after option %s, which may take the first of them as its value", quoteShown(e.Arg))
 	}
+	if strings.HasPrefix(e.Arg, "+") {
+		return fmt.Sprintf("does not auto-approve argument %s: an extra argument of %s beginning with \"+\" forces or runs something", quoteShown(e.Arg), name)
+	}
 	return fmt.Sprintf("does not auto-approve option %s: options of %s can run commands or write files", quoteShown(e.Arg), name)
 }
 

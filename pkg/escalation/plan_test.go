@@ -116,6 +116,7 @@ func TestDecideReason(t *testing.T) {
 		{CanonicalExecutable: "/usr/bin/tar", Args: []string{"-c", "-f"}, AllowExtraArgs: true},
 		{CanonicalExecutable: "/usr/bin/dash", Args: []string{"-c"}, AllowExtraArgs: true},
 		{CanonicalExecutable: "/usr/bin/find", Args: []string{"my dir"}, AllowExtraArgs: true},
+		{CanonicalExecutable: "/usr/bin/ssh", Args: []string{"build-host"}, AllowExtraArgs: true},
 	}
 	long := strings.Repeat("é", 200)
 	tests := []struct {
@@ -134,6 +135,12 @@ func TestDecideReason(t *testing.T) {
 			`rule 5 (/usr/bin/find "my dir") does not auto-approve option "-exec": options of find can run commands or write files`},
 		{[]string{"/usr/bin/find", "my dir", "-\x1b[2J" + long},
 			`rule 5 (/usr/bin/find "my dir") does not auto-approve option "-\x1b[2J` + strings.Repeat("é", 125) + `"...: options of find can run commands or write files`},
+		{[]string{"/usr/bin/git", "fetch", "origin", "+main:main"},
+			`rule 1 (/usr/bin/git fetch) does not auto-approve argument "+main:main": an extra argument of git beginning with "+" forces or runs something`},
+		{[]string{"/usr/bin/ssh", "build-host", "-oProxyCommand=sh -c id"},
+			`rule 6 (/usr/bin/ssh build-host) does not auto-approve option "-oProxyCommand=sh -c id": options of ssh can run commands or write files`},
+		{[]string{"/usr/bin/tar", "-c", "-f", "out.tar", "--to-command=sh"},
+			`rule 3 (/usr/bin/tar -c -f) does not auto-approve extra arguments after option "-f", which may take the first of them as its value`},
 		{[]string{"/usr/bin/git", "push"}, ErrNoRule.Error()},
 	}
 	for _, tt := range tests {
