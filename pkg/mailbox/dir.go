@@ -102,6 +102,9 @@ type Dir struct {
 	path string
 	dir  Direction
 	log  *slog.Logger
+	// stuck are entries that could not be removed and were reported;
+	// only the directory's single reader uses it.
+	stuck map[stuckKey]bool
 }
 
 // OpenDir opens the outbox or inbox below root. log receives the reasons
@@ -162,6 +165,9 @@ func (d *Dir) Write(n Name, rec *protocol.SignedProtocolRecord) error {
 func (d *Dir) WriteBytes(name string, b []byte) error {
 	if len(b) > MaxFileBytes {
 		return fmt.Errorf("writing %q: %w: %d bytes, the limit is %d", name, ErrTooLarge, len(b), MaxFileBytes)
+	}
+	if err := d.room(len(b)); err != nil {
+		return fmt.Errorf("writing %q: %w", filepath.Join(d.path, name), err)
 	}
 	var r [8]byte
 	rand.Read(r[:])
@@ -265,17 +271,22 @@ func (d *Dir) Read(n Name) (Entry, error) {
 	return Entry{Name: n, Raw: raw, Record: rec}, nil
 }
 
-// Take reads n and removes it. A file that exists but cannot be parsed is
-// removed too and the error returned.
+// Take reads n and removes it. An entry that exists but cannot be parsed
+// (a directory or another special file included) is removed too and the
+// error returned.
 func (d *Dir) Take(n Name) (Entry, error) {
 	e, err := d.Read(n)
 	if err != nil && errors.Is(err, ErrMissing) {
 		return Entry{}, err
 	}
-	if rerr := d.Remove(n.String()); rerr != nil && err == nil {
-		err = rerr
+	if err != nil {
+		d.remove(n.String())
+		return Entry{}, err
 	}
-	return e, err
+	if rerr := d.Remove(n.String()); rerr != nil {
+		return e, rerr
+	}
+	return e, nil
 }
 
 // Remove deletes the named entry; a missing entry is not an error.
@@ -381,12 +392,17 @@ func (d *Dir) readNames() ([]string, error) {
 	return names, nil
 }
 
-// Discard removes an entry the reader will not process and logs why.
+// Discard removes an entry the reader will not process, whatever it is
+// (a directory tree included), and logs why. An entry that cannot be
+// removed is logged once.
 func (d *Dir) Discard(fileName string, reason error) {
-	d.log.Warn("discarding mailbox file", "file", fmt.Sprintf("%q", filepath.Join(d.path, fileName)), "reason", reason)
-	if err := d.Remove(fileName); err != nil {
-		d.log.Error("removing discarded mailbox file", "err", err)
+	var st unix.Stat_t
+	unix.Fstatat(d.fd, fileName, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if d.stuck[stuckKey{fileName, st.Ino}] {
+		return
 	}
+	d.log.Warn("discarding mailbox file", "file", fmt.Sprintf("%q", filepath.Join(d.path, fileName)), "reason", reason)
+	d.remove(fileName)
 }
 
 // Drain takes every valid file in d in List order and passes it to handle;
@@ -407,32 +423,14 @@ func (d *Dir) Drain(handle func(Entry)) error {
 			continue
 		}
 		if err != nil {
-			d.log.Warn("discarding mailbox file", "file", fmt.Sprintf("%q", filepath.Join(d.path, n.String())), "reason", err)
+			// Take removed it, or reported once that it could not.
+			d.Discard(n.String(), err)
 			continue
 		}
 		handle(e)
 	}
 	d.sweepTemps(time.Now())
 	return nil
-}
-
-func (d *Dir) sweepTemps(now time.Time) {
-	names, err := d.readNames()
-	if err != nil {
-		return
-	}
-	for _, s := range names {
-		if !strings.HasPrefix(s, TempPrefix) {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Fstatat(d.fd, s, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			continue
-		}
-		if now.Sub(time.Unix(st.Mtim.Unix())) > StaleTemp {
-			d.Discard(s, errors.New("temporary file abandoned by its writer"))
-		}
-	}
 }
 
 func retry(open func() (int, error)) (int, error) {
