@@ -82,10 +82,22 @@ type Config struct {
 	Window int
 	// Rescan is the outbox rescan interval; 0 means DefaultRescan.
 	Rescan time.Duration
-	// Logger receives the reasons for discarded records; nil discards.
+	// Logger receives the engine's log lines; nil discards.
 	Logger *slog.Logger
-	// OnEvent, when set, is called on every request transition (for the
-	// audit log). It must not block for long.
+	// Noisy, when set, receives the lines the sandbox can cause at will:
+	// discarded records and refused requests. The coordinator passes a
+	// rate-limited logger; nil means Logger.
+	Noisy *slog.Logger
+	// Journal, when set, makes each transition durable (the audit log)
+	// before the engine acts on it; it must not block for long. An error
+	// for PhaseVerified refuses the request before it becomes active
+	// (ErrAudit, answered Failed); an error for a later transition lets
+	// the request run to its end but never start its host command: the
+	// request fails at Executing, or is cancelled before its prompt.
+	Journal func(Event) error
+	// OnEvent, when set, is called on every request transition after
+	// Journal (for the coordinator's log and protocol trace). It must not
+	// block for long.
 	OnEvent func(Event)
 	// OnDiscard, when set, is called with every outbox record the engine
 	// refuses and the reason.
@@ -176,6 +188,13 @@ type Engine struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// intake orders the verification of requests against EndSession: a
+	// request is verified and its PhaseVerified reported under it, so a
+	// session's end is reported after every request received for it.
+	intake sync.Mutex
+	ended  map[ids.SessionID]bool // sessions ended by EndSession
+	noisy  *slog.Logger
+
 	mu       sync.Mutex
 	sessions map[ids.SessionID]*request // the active request of each session
 	requests map[ids.RequestID]*request // every active request
@@ -227,9 +246,14 @@ func New(cfg Config) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	noisy := cfg.Noisy
+	if noisy == nil {
+		noisy = log
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{
-		cfg: cfg, log: log, ctx: ctx, cancel: cancel,
+		cfg: cfg, log: log, noisy: noisy, ctx: ctx, cancel: cancel,
+		ended:    make(map[ids.SessionID]bool),
 		sessions: make(map[ids.SessionID]*request),
 		requests: make(map[ids.RequestID]*request),
 	}, nil
@@ -290,7 +314,7 @@ func (e *Engine) Handle(en mailbox.Entry) {
 		err = fmt.Errorf("%w: %s files do not belong in the outbox", mailbox.ErrName, en.Name.Kind)
 	}
 	if err != nil {
-		e.log.Warn("discarding mailbox record", "file", fmt.Sprintf("%q", en.Name.String()), "reason", err)
+		e.noisy.Warn("discarding mailbox record", "file", fmt.Sprintf("%q", en.Name.String()), "reason", err)
 		if e.cfg.OnDiscard != nil {
 			e.cfg.OnDiscard(en.Name, err)
 		}
@@ -298,8 +322,14 @@ func (e *Engine) Handle(en mailbox.Entry) {
 }
 
 func (e *Engine) handleRequest(en mailbox.Entry) error {
-	vr, err := e.cfg.Verifier.VerifyRequest(&en.Record, e.cfg.Sessions, e.cfg.Replay)
+	e.intake.Lock()
+	defer e.intake.Unlock()
+	var gone ids.SessionID
+	vr, err := e.cfg.Verifier.VerifyRequest(&en.Record, e.lookup(&gone), e.cfg.Replay)
 	if err != nil {
+		if gone != (ids.SessionID{}) {
+			return fmt.Errorf("verifying request: %w (session %v): %w", ErrSessionEnded, gone, err)
+		}
 		return fmt.Errorf("verifying request: %w", err)
 	}
 	if vr.Request.RequestID != en.Name.RequestID {
@@ -314,25 +344,66 @@ func (e *Engine) handleRequest(en mailbox.Entry) error {
 	}
 	if active := e.sessions[session]; active != nil {
 		e.mu.Unlock()
-		reason := fmt.Errorf("%w (request %v)", ErrBusy, active.id)
-		e.emit(Event{Session: session, Request: r.id, Phase: PhaseRefused, SessionPhase: active.sessionPhase(), Rule: -1,
-			Argv: slices.Clone(vr.Request.CommandArgv), Outcome: protocol.OutcomeFailed, Err: reason})
-		if werr := r.writeResult(protocol.OutcomeFailed, nil); werr != nil {
-			return errors.Join(reason, werr)
-		}
-		return reason
+		return e.refuse(r, active.sessionPhase(), fmt.Errorf("%w (request %v)", ErrBusy, active.id))
 	}
+	// Held while the verification is journaled, so that no second
+	// request of the session slips in; released before the answer to a
+	// refusal is written.
 	e.sessions[session] = r
 	e.requests[r.id] = r
-	e.wg.Add(1)
 	e.mu.Unlock()
+	ev := r.event(func() { r.phase = PhaseVerified }, nil)
+	if err := e.journal(ev); err != nil {
+		e.release(r)
+		return e.refuse(r, SessionAttached, fmt.Errorf("%w: %w", ErrAudit, err))
+	}
+	e.report(ev)
+	e.wg.Add(1)
 	go r.run()
 	return nil
 }
 
+// lookup is the session registry with the sessions EndSession ended taken
+// out; it notes in gone the ended session it was asked about.
+func (e *Engine) lookup(gone *ids.SessionID) protocol.SessionLookup {
+	return func(id ids.SessionID) (protocol.SessionBinding, bool) {
+		if e.ended[id] {
+			*gone = id
+			return protocol.SessionBinding{}, false
+		}
+		return e.cfg.Sessions(id)
+	}
+}
+
+// refuse answers a verified request that never becomes active: it is
+// reported as PhaseRefused, its reason is sent as one line of stderr and
+// its result is Failed.
+func (e *Engine) refuse(r *request, sphase SessionPhase, reason error) error {
+	ev := Event{Session: r.session, Request: r.id, Phase: PhaseRefused, SessionPhase: sphase, Rule: -1,
+		Argv: slices.Clone(r.verified.Request.CommandArgv), Outcome: protocol.OutcomeFailed, Err: reason,
+		Binding: r.verified.Request.SessionBinding}
+	if err := e.journal(ev); err != nil && !errors.Is(reason, ErrAudit) {
+		e.log.Error("journaling a refused escalation request", "request", r.id, "err", err)
+	}
+	e.report(ev)
+	werr := r.tell(reason)
+	if werr == nil {
+		werr = r.writeResult(protocol.OutcomeFailed, nil)
+	}
+	if werr != nil {
+		return errors.Join(reason, werr)
+	}
+	return reason
+}
 func (e *Engine) handleCancellation(en mailbox.Entry) error {
-	c, err := e.cfg.Verifier.VerifyCancellation(&en.Record, e.cfg.Sessions)
+	e.intake.Lock()
+	var gone ids.SessionID
+	c, err := e.cfg.Verifier.VerifyCancellation(&en.Record, e.lookup(&gone))
+	e.intake.Unlock()
 	if err != nil {
+		if gone != (ids.SessionID{}) {
+			return fmt.Errorf("verifying cancellation: %w (session %v): %w", ErrSessionEnded, gone, err)
+		}
 		return fmt.Errorf("verifying cancellation: %w", err)
 	}
 	if c.RequestID != en.Name.RequestID {
@@ -364,7 +435,17 @@ func (e *Engine) handleAck(en mailbox.Entry) error {
 	return r.acknowledge(ack.HighestContiguousSequence)
 }
 
-func (e *Engine) emit(ev Event) {
+// journal makes ev durable through Config.Journal.
+func (e *Engine) journal(ev Event) error {
+	if e.cfg.Journal == nil {
+		return nil
+	}
+	return e.cfg.Journal(ev)
+}
+
+// report passes ev to Config.OnEvent and logs it; refusals go to the
+// noisy log.
+func (e *Engine) report(ev Event) {
 	if e.cfg.OnEvent != nil {
 		e.cfg.OnEvent(ev)
 	}
@@ -375,7 +456,11 @@ func (e *Engine) emit(ev Event) {
 	if ev.Err != nil {
 		attrs = append(attrs, "reason", ev.Err)
 	}
-	e.log.Info("escalation request", attrs...)
+	log := e.log
+	if ev.Phase == PhaseRefused {
+		log = e.noisy
+	}
+	log.Info("escalation request", attrs...)
 }
 
 // release clears the session's active request: DeliverResult.

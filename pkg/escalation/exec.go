@@ -94,6 +94,11 @@ func (r *request) execute(argv []string) (protocol.EscalationOutcome, *uint8, er
 		return outcomeOf(cause), nil, cause
 	}
 	r.transition(nil, func() { r.phase, r.sphase = PhaseExecuting, SessionHostExecuting })
+	if err := r.unaudited(); err != nil {
+		// Fail closed: a command runs only once every record of its
+		// request up to its start is durable.
+		return protocol.OutcomeFailed, nil, err
+	}
 	exe, err := OpenExecutable(argv[0], cfg.UID)
 	if err != nil {
 		return protocol.OutcomeFailed, nil, err

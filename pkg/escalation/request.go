@@ -26,6 +26,8 @@ type request struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	ackCh     chan struct{}
+	gone      chan struct{} // closed when the session ends (EndSession)
+	goneOnce  sync.Once
 
 	mu       sync.Mutex
 	phase    Phase
@@ -41,6 +43,7 @@ type request struct {
 	final    bool   // an acknowledgment of every chunk arrived after the result
 	exitCode *uint8
 	outcome  protocol.EscalationOutcome
+	auditErr error // the first transition Config.Journal refused
 }
 
 func newRequest(e *Engine, vr protocol.VerifiedRequest) *request {
@@ -48,7 +51,7 @@ func newRequest(e *Engine, vr protocol.VerifiedRequest) *request {
 	return &request{
 		e: e, id: vr.Request.RequestID, session: vr.Request.SessionBinding.SessionID,
 		verified: vr, pending: vr.Pending(), collector: protocol.NewResultCollector(vr.Pending()),
-		ctx: ctx, cancel: cancel, ackCh: make(chan struct{}, 1),
+		ctx: ctx, cancel: cancel, ackCh: make(chan struct{}, 1), gone: make(chan struct{}),
 		sphase: SessionAttached, rule: -1, argv: slices.Clone(vr.Request.CommandArgv),
 	}
 }
@@ -71,18 +74,55 @@ func (r *request) sessionPhase() SessionPhase {
 	return r.sphase
 }
 
-// transition applies change under the lock and reports the new state.
-func (r *request) transition(reason error, change func()) {
+// event applies change under the lock and returns the new state.
+func (r *request) event(change func(), reason error) Event {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	change()
-	ev := Event{
+	return Event{
 		Session: r.session, Request: r.id, Phase: r.phase, SessionPhase: r.sphase,
 		Source: r.source, Rule: r.rule, Argv: slices.Clone(r.argv),
 		Outcome: r.outcome, ExitCode: r.exitCode, Err: reason,
 		Binding: r.verified.Request.SessionBinding, Decider: r.decider,
 	}
-	r.mu.Unlock()
-	r.e.emit(ev)
+}
+
+// transition applies change, journals the new state and reports it. A
+// journal error is kept: the request then never starts its command.
+func (r *request) transition(reason error, change func()) {
+	ev := r.event(change, reason)
+	if err := r.e.journal(ev); err != nil {
+		r.mu.Lock()
+		if r.auditErr == nil {
+			r.auditErr = fmt.Errorf("%w: %w", ErrAudit, err)
+		}
+		r.mu.Unlock()
+	}
+	r.e.report(ev)
+}
+
+// unaudited returns the journal error that keeps the request from running
+// its command, or nil.
+func (r *request) unaudited() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.auditErr
+}
+
+// endSession cancels the request because its session ended.
+func (r *request) endSession() {
+	r.cancelWith(fmt.Errorf("%w: %w", ErrCancelled, ErrSessionEnded))
+	r.goneOnce.Do(func() { close(r.gone) })
+}
+
+// tell sends reason to the guest as one line of stderr, so that it can
+// report why its request did not run.
+func (r *request) tell(reason error) error {
+	msg := []byte("lazaret: the host did not run the command: " + reason.Error() + "\n")
+	if len(msg) > protocol.MaxChunkBytes {
+		msg = append(msg[:protocol.MaxChunkBytes-1], '\n')
+	}
+	return r.sendChunk(r.e.ctx, protocol.StreamStderr, msg)
 }
 
 // outcomeOf maps the cause of an ended context to an outcome.
@@ -96,7 +136,6 @@ func outcomeOf(cause error) protocol.EscalationOutcome {
 func (r *request) run() {
 	defer r.e.wg.Done()
 	defer r.cancel(nil)
-	r.transition(nil, func() { r.phase = PhaseVerified })
 	outcome, code, reason := r.approveAndExecute()
 	r.finish(outcome, code, reason)
 }
@@ -137,6 +176,10 @@ func (r *request) prompt() ([]string, protocol.EscalationOutcome, error) {
 	}
 	if pctx.Err() != nil {
 		return ended()
+	}
+	if err := r.unaudited(); err != nil {
+		// Nobody is asked to approve a command that could not run.
+		return nil, protocol.OutcomeCancelled, err
 	}
 	r.transition(nil, func() { r.sphase = SessionPrompting })
 	req := &r.verified.Request
@@ -213,6 +256,11 @@ func (r *request) finish(outcome protocol.EscalationOutcome, code *uint8, reason
 	r.transition(reason, func() {
 		r.phase, r.sphase, r.ended, r.outcome, r.exitCode = phases[0], SessionAttached, true, outcome, code
 	})
+	if errors.Is(reason, ErrAudit) {
+		if err := r.tell(reason); err != nil {
+			r.e.log.Error("writing the reason of an escalation refusal", "request", r.id, "err", err)
+		}
+	}
 	if err := r.writeResult(outcome, code); err != nil {
 		r.e.log.Error("writing escalation result", "request", r.id, "err", err)
 	}
@@ -232,6 +280,8 @@ func (r *request) finish(outcome protocol.EscalationOutcome, code *uint8, reason
 			delivery = fmt.Errorf("%w: the guest did not acknowledge the result within %v", ErrUnacknowledged, r.e.cfg.Timeouts.Ack)
 		case <-r.e.ctx.Done():
 			delivery = fmt.Errorf("%w: the engine closed", ErrUnacknowledged)
+		case <-r.gone:
+			delivery = fmt.Errorf("%w: %w", ErrUnacknowledged, ErrSessionEnded)
 		}
 	}
 	r.e.release(r)
