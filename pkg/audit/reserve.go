@@ -40,6 +40,16 @@ func (w *Writer) Admit() error {
 	case w.failed != nil:
 		return fmt.Errorf("audit log %q: %w: %w", w.path, ErrWriterFailed, w.failed)
 	}
+	if err := w.allocate(); err != nil {
+		return err
+	}
+	return checkFree(w.path, func(s *unix.Statfs_t) error { return unix.Fstatfs(w.fd, s) })
+}
+
+// allocate keeps Reserve bytes allocated past the end of the file. Open
+// calls it too, so that the reserve exists before the first request even
+// when the file system fills before it arrives.
+func (w *Writer) allocate() error {
 	var st unix.Stat_t
 	if err := unix.Fstat(w.fd, &st); err != nil {
 		return fmt.Errorf("audit log %q: %w", w.path, &os.PathError{Op: "fstat", Path: w.path, Err: err})
@@ -50,12 +60,12 @@ func (w *Writer) Admit() error {
 	}
 	switch err {
 	case nil, unix.EOPNOTSUPP:
+		return nil
 	case unix.ENOSPC, unix.EDQUOT:
 		return fmt.Errorf("audit log %q: %w: allocating %d bytes past its end: %w", w.path, ErrNoSpace, Reserve, err)
 	default:
 		return fmt.Errorf("audit log %q: allocating its reserve: %w", w.path, &os.PathError{Op: "fallocate", Path: w.path, Err: err})
 	}
-	return checkFree(w.path, func(s *unix.Statfs_t) error { return unix.Fstatfs(w.fd, s) })
 }
 
 // CheckSpace reports, for status and doctor, whether the file system that

@@ -39,6 +39,9 @@ func Open(path string) (*Writer, error) {
 		unix.Close(fd)
 		return nil, err
 	}
+	// Best effort: without the reserve, Admit refuses requests and says
+	// why.
+	w.allocate()
 	return w, nil
 }
 
