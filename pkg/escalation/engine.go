@@ -382,8 +382,12 @@ func (e *Engine) refuse(r *request, sphase SessionPhase, reason error) error {
 	ev := Event{Session: r.session, Request: r.id, Phase: PhaseRefused, SessionPhase: sphase, Rule: -1,
 		Argv: slices.Clone(r.verified.Request.CommandArgv), Outcome: protocol.OutcomeFailed, Err: reason,
 		Binding: r.verified.Request.SessionBinding}
-	if err := e.journal(ev); err != nil && !errors.Is(reason, ErrAudit) {
-		e.log.Error("journaling a refused escalation request", "request", r.id, "err", err)
+	// A refusal because the journal failed is not journaled: the write
+	// could only fail too, and a failed write stops the audit log.
+	if !errors.Is(reason, ErrAudit) {
+		if err := e.journal(ev); err != nil {
+			e.log.Error("journaling a refused escalation request", "request", r.id, "err", err)
+		}
 	}
 	e.report(ev)
 	werr := r.tell(reason)
