@@ -13,6 +13,7 @@ import (
 	"lazaret.dev/pkg/audit"
 	"lazaret.dev/pkg/escalation"
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/loglimit"
 	"lazaret.dev/pkg/mailbox"
 	"lazaret.dev/pkg/protocol"
 )
@@ -40,6 +41,7 @@ type hostEscalation struct {
 	outbox, inbox *mailbox.Dir
 	audit         *audit.Writer
 	log           *slog.Logger
+	limiter       *loglimit.Limiter
 	cancel        context.CancelFunc
 	served        chan struct{}
 	stopOnce      sync.Once
@@ -86,18 +88,24 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 	if err != nil {
 		return fmt.Errorf("opening the escalation audit log: %w", err)
 	}
+	// Every line the sandbox can cause at will (discarded mailbox files
+	// and records, refused requests) goes through one limiter of the
+	// generation.
+	limiter := loglimit.New(g.log.Handler(), 0, 0)
+	noisy := limiter.Logger()
 	h := &hostEscalation{
+		limiter:  limiter,
 		audit:    aw,
 		log:      g.log,
 		served:   make(chan struct{}),
 		bindings: map[ids.SessionID]protocol.SessionBinding{},
 		routes:   map[ids.SessionID]*promptRoute{},
 	}
-	if h.outbox, err = mailbox.OpenDir(root, mailbox.Outbox, g.log); err != nil {
+	if h.outbox, err = mailbox.OpenDir(root, mailbox.Outbox, noisy); err != nil {
 		aw.Close()
 		return err
 	}
-	if h.inbox, err = mailbox.OpenDir(root, mailbox.Inbox, g.log); err != nil {
+	if h.inbox, err = mailbox.OpenDir(root, mailbox.Inbox, noisy); err != nil {
 		h.outbox.Close()
 		aw.Close()
 		return err
@@ -114,6 +122,26 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 		Workspace:      g.cfg.Workspace(),
 		UID:            os.Getuid(),
 		Logger:         g.log,
+		Noisy:          noisy,
+		// Fail closed: a request is admitted only when the audit log can
+		// take every record of it (audit.Writer.Admit: a working Writer,
+		// its reserve allocated, free space on its file system), and a
+		// command runs only once its records up to Executing are durable.
+		Journal: func(ev escalation.Event) error {
+			if ev.Phase == escalation.PhaseVerified {
+				if err := aw.Admit(); err != nil {
+					g.log.Error("refusing an escalation request: the audit log cannot record it", "path", fmt.Sprintf("%q", auditPath),
+						"request", ev.Request.String(), "err", err.Error())
+					return err
+				}
+			}
+			if err := aw.Append(audit.FromEvent(g.id, time.Now(), ev)); err != nil {
+				g.log.Error("writing the escalation audit log", "path", fmt.Sprintf("%q", auditPath),
+					"request", ev.Request.String(), "phase", string(ev.Phase), "err", err.Error())
+				return err
+			}
+			return nil
+		},
 		OnEvent: func(ev escalation.Event) {
 			args := []any{"session", ev.Session.String(), "request", ev.Request.String(), "phase", string(ev.Phase),
 				"source", string(ev.Source), "rule", ev.Rule, "argv", fmt.Sprintf("%q", ev.Argv)}
@@ -123,17 +151,12 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 			if ev.Err != nil {
 				args = append(args, "reason", ev.Err.Error())
 			}
-			g.log.Info("escalation", args...)
-			g.trace.escalation(ev)
-			// A failed audit write is logged, not fatal: the engine has
-			// already made the transition and the guest waits for its
-			// result, so the request goes on, and the line above still
-			// records the event in coordinator.log. The Writer refuses
-			// every later record once a write has failed.
-			if err := aw.Append(audit.FromEvent(g.id, time.Now(), ev)); err != nil {
-				g.log.Error("writing the escalation audit log", "path", fmt.Sprintf("%q", auditPath),
-					"request", ev.Request.String(), "phase", string(ev.Phase), "err", err.Error())
+			log := g.log
+			if ev.Phase == escalation.PhaseRefused {
+				log = noisy
 			}
+			log.Info("escalation", args...)
+			g.trace.escalation(ev)
 		},
 	})
 	if err != nil {
@@ -166,6 +189,7 @@ func (h *hostEscalation) stop() {
 		h.cancel()
 		<-h.served
 		h.engine.Close()
+		h.limiter.Flush(context.Background())
 		h.outbox.Close()
 		h.inbox.Close()
 		if err := h.audit.Close(); err != nil {
@@ -209,6 +233,19 @@ func (h *hostEscalation) attach(id ids.SessionID) *promptRoute {
 	h.routes[id] = r
 	h.mu.Unlock()
 	return r
+}
+
+// endSession ends a session for the engine: its capability stops
+// working and its active request is cancelled (the model's
+// DisconnectSession). Safe on nil.
+func (h *hostEscalation) endSession(id ids.SessionID) {
+	if h == nil {
+		return
+	}
+	h.engine.EndSession(id)
+	h.mu.Lock()
+	delete(h.bindings, id)
+	h.mu.Unlock()
 }
 
 // detach closes a session's route and cancels its active request: nobody

@@ -127,8 +127,10 @@ func (s *sessions) begin(id ids.SessionID) error {
 	return nil
 }
 
-// end counts the session's command as ended: the session is over.
+// end counts the session's command as ended: the session is over, and
+// its capability ends with it before its end is recorded.
 func (s *sessions) end(id ids.SessionID) {
+	s.escalation().endSession(id)
 	s.g.trace.disconnect(id.String())
 	s.mu.Lock()
 	s.active--
