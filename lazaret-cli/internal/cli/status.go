@@ -106,6 +106,12 @@ func (r *statusReport) writeText(w io.Writer) error {
 				fmt.Fprintf(&b, "    session %s: %s (CLI %s%s)\n", s.SessionID, s.Phase, s.CLIID, term)
 			}
 		}
+		switch d.Audit {
+		case session.AuditRefusing:
+			fmt.Fprintf(&b, "  audit log:   %s refusing escalation requests: %s\n", d.AuditLog, d.AuditError)
+		case session.AuditAccepting:
+			fmt.Fprintf(&b, "  audit log:   %s (accepting requests)\n", d.AuditLog)
+		}
 		if d.CoordinatorLog != "" {
 			fmt.Fprintf(&b, "  log:         %s\n", d.CoordinatorLog)
 		}

@@ -122,6 +122,7 @@ func HostChecks(ctx context.Context, o Options) []Check {
 	f = FileFacts{}
 	err = lstatFacts(o.StorageRoot, &f)
 	cs = append(cs, CheckStorageRoot(o.StorageRoot, f, o.UID, err))
+	cs = append(cs, CheckAuditSpace(o.StorageRoot))
 	return cs
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/audit"
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/domainstore"
 	"lazaret.dev/pkg/ids"
@@ -54,7 +55,19 @@ type DomainStatus struct {
 	PublicationError string             `json:"publication_error,omitempty"`
 	Network          *NetworkStatus     `json:"network,omitempty"`
 	NetworkError     string             `json:"network_error,omitempty"`
+	// AuditLog is the Domain's escalation audit log, when it exists;
+	// Audit is AuditAccepting or AuditRefusing, and AuditError says why
+	// it refuses.
+	AuditLog   string `json:"audit_log,omitempty"`
+	Audit      string `json:"audit,omitempty"`
+	AuditError string `json:"audit_error,omitempty"`
 }
+
+// Audit log states of a Domain.
+const (
+	AuditAccepting = "accepting" // escalation requests can be admitted
+	AuditRefusing  = "refusing"  // its file system lacks the space a request needs
+)
 
 // NetworkStatus is the effective network policy the running generation
 // enforces, from its network-policy file.
@@ -214,6 +227,12 @@ func domainStatus(runtimeRoot, storageRoot string, id ids.DomainID, locks map[lo
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		st.NetworkError = err.Error()
 	}
+	if ap := audit.Path(storageRoot, id); fileExists(ap) {
+		st.AuditLog, st.Audit = ap, AuditAccepting
+		if err := audit.CheckSpace(ap); err != nil {
+			st.Audit, st.AuditError = AuditRefusing, strings.TrimPrefix(err.Error(), fmt.Sprintf("audit log %q: ", ap))
+		}
+	}
 	s, err := domainstore.OpenFile(st.StorePath, domainstore.Options{ReadOnly: true, LockTimeout: storeReadTimeout})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -346,4 +365,9 @@ func holders(dev, ino uint64) []int {
 		}
 	}
 	return pids
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
