@@ -160,6 +160,25 @@ func TestEscalationRules(t *testing.T) {
 	mustViolate(t, b, 11, "request r9 was never received")
 }
 
+// TestEndedSessionCapability: a session's capability ends with it. A
+// request received for a session after its DisconnectSession is refused
+// at that line, and so is the execution of one whose receipt was not
+// recorded, whether the session's slot is still bound or was recycled
+// for a later session.
+func TestEndedSessionCapability(t *testing.T) {
+	base := func() *tb {
+		return (&tb{}).start("h").register("h", "AdvanceWaitingSession").
+			register("a", "StartReadySession").add("DisconnectSession", "a", "")
+	}
+	b := base().autoRun("a", "r1")
+	mustViolate(t, b, 14, "ReceiveEscalation(R1): not enabled")
+	b = base().add("AutoApprove", "a", "r1").add("StartHostExecution", "a", "r1")
+	mustViolate(t, b, 14, "request r1 was never received")
+	// Session a ended; b takes its slot; a's capability then signs.
+	b = base().register("b", "StartReadySession").autoRun("a", "r1")
+	mustViolate(t, b, 16, "ReceiveEscalation(R1): not enabled")
+}
+
 func TestRequestsRecycled(t *testing.T) {
 	b := (&tb{}).start("a").register("a", "AdvanceWaitingSession")
 	for i := range 10 {
