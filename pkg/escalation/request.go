@@ -308,12 +308,16 @@ func (r *request) writeResult(outcome protocol.EscalationOutcome, code *uint8) e
 		StdoutSHA256:            stdout,
 		StderrSHA256:            stderr,
 	}
+	// Held across the write: the guest's final acknowledgment can arrive
+	// as soon as the file is there, and must find the result written, or
+	// it would not count as final and the request would wait for the
+	// acknowledgment timeout.
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if err := r.e.write(mailbox.Name{RequestID: r.id, Kind: mailbox.KindResult}, &res); err != nil {
 		return err
 	}
-	r.mu.Lock()
 	r.written = true
-	r.mu.Unlock()
 	return nil
 }
 
