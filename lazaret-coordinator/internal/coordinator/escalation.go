@@ -248,8 +248,10 @@ func (h *hostEscalation) endSession(id ids.SessionID) {
 	h.mu.Unlock()
 }
 
-// detach closes a session's route and cancels its active request: nobody
-// is left to approve it or watch its output.
+// detach closes a session's route and ends the session for the engine:
+// its terminal is gone, so its capability stops working at once and its
+// active request is cancelled (nobody is left to approve it or watch its
+// output).
 func (h *hostEscalation) detach(id ids.SessionID, r *promptRoute) {
 	if h == nil || r == nil {
 		return
@@ -260,7 +262,7 @@ func (h *hostEscalation) detach(id ids.SessionID, r *promptRoute) {
 	}
 	h.mu.Unlock()
 	r.close()
-	h.engine.CancelSession(id)
+	h.endSession(id)
 }
 
 // Prompt hands the prompt to the requesting session's terminal and waits
