@@ -21,6 +21,7 @@ func App() *cli.App {
 			logCommand(),
 			recoverCommand(),
 			doctorCommand(), netCommand(),
+			workspaceCommand(),
 		},
 	}
 }

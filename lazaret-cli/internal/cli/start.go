@@ -109,6 +109,7 @@ func attach(ctx context.Context, c *cli.Context, t *session.Target) (*session.Se
 		progress = session.NewPrinter(os.Stderr, session.ProgressDelay)
 	}
 	a := session.NewAttacher(coordinatorBinary, progress)
+	a.Kept = func(k session.KeptPaths) { printKept(stderrOf(c), t, k) }
 	t.Session = ids.SessionID(ids.New())
 	client, _, err := a.Attach(ctx, t)
 	if err != nil {

@@ -152,6 +152,10 @@ type Attacher[C Publisher] struct {
 	Live func(t *Target) (string, error)
 	// Progress is told about steps and waits; nil shows nothing.
 	Progress Progress
+	// Kept is told, once the Domain a spawned coordinator started is
+	// ready, which host paths it kept isolated only because an earlier
+	// generation isolated them; nil ignores them.
+	Kept func(KeptPaths)
 	// Env is the coordinator's environment (the CLI's own by default).
 	Env []string
 	// Wait bounds the wait for another process's start or stop.
@@ -396,13 +400,19 @@ func (a *Attacher[C]) spawn(ctx context.Context, t *Target, lock *Lock) error {
 		step = a.Progress.Step
 	}
 	done := make(chan error, 1)
-	go func() { done <- ReadReport(r, step) }()
+	var kept KeptPaths
+	go func() {
+		done <- ReadReportWith(r, ReportHandlers{Step: step, Kept: kept.add, KeptMore: kept.more})
+	}()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the coordinator to start: %w", ctx.Err())
 	}
 	if err == nil {
+		if a.Kept != nil && (len(kept.Paths) > 0 || kept.More > 0) {
+			a.Kept(kept)
+		}
 		return nil
 	}
 	var se *StartError

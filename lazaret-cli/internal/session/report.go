@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
 // The start report is what a freshly spawned coordinator writes on fd 4:
-// newline-terminated UTF-8 lines, `step <name>` for progress, then exactly
-// one of `ready` or `error <sentence>`, then end of file.
+// newline-terminated UTF-8 lines, `step <name>` for progress, `kept
+// "<path>"` for each host path kept isolated only because an earlier
+// generation isolated it (a Go string literal of ASCII, as
+// strconv.QuoteToASCII writes it) and `kept-more <n>` for those it does
+// not name, then exactly one of `ready` or `error <sentence>`, then end of
+// file.
 
 // MaxReportLine bounds one start report line; a longer line is a protocol
 // error, not a reason to buffer without end.
@@ -40,6 +45,23 @@ func (e *StartError) Error() string {
 // either (ErrCoordinatorExited). A malformed line wraps ErrReport. Nothing
 // after the final line is read.
 func ReadReport(r io.Reader, step func(name string)) error {
+	return ReadReportWith(r, ReportHandlers{Step: step})
+}
+
+// ReportHandlers receive the lines of a start report before its outcome;
+// a nil handler ignores its lines.
+type ReportHandlers struct {
+	Step func(name string)
+	// Kept is a path kept isolated only because an earlier generation
+	// isolated it (a directory ends in "/").
+	Kept func(path string)
+	// KeptMore counts such paths the report does not name.
+	KeptMore func(n int)
+}
+
+// ReadReportWith is ReadReport with handlers for every kind of line.
+func ReadReportWith(r io.Reader, h ReportHandlers) error {
+	step := h.Step
 	br := bufio.NewReaderSize(r, MaxReportLine+1)
 	for n := 1; ; n++ {
 		line, err := br.ReadSlice('\n')
@@ -72,6 +94,22 @@ func ReadReport(r io.Reader, step func(name string)) error {
 			}
 			if step != nil {
 				step(rest)
+			}
+		case "kept":
+			p, err := strconv.Unquote(rest)
+			if err != nil || strconv.QuoteToASCII(p) != rest || p == "" {
+				return fmt.Errorf("%w: line %d: kept takes one quoted path", ErrReport, n)
+			}
+			if h.Kept != nil {
+				h.Kept(p)
+			}
+		case "kept-more":
+			m, err := strconv.Atoi(rest)
+			if err != nil || m <= 0 || strconv.Itoa(m) != rest {
+				return fmt.Errorf("%w: line %d: kept-more takes a positive count", ErrReport, n)
+			}
+			if h.KeptMore != nil {
+				h.KeptMore(m)
 			}
 		case "ready":
 			if text != "ready" {
