@@ -252,6 +252,9 @@ func (g *generation) start(ctx context.Context, rep *report, helperLog io.Writer
 	if err := g.prepareGenerationDirs(); err != nil {
 		return err
 	}
+	if err := g.takeReviewBaseline(); err != nil {
+		return err
+	}
 	for _, step := range StartOrder(PlanInput{GitRoutingDaemon: g.view.Participant(), NetworkSidecar: g.network.Participant()}) {
 		rep.step(step)
 		g.mu.Lock()
