@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -34,15 +36,44 @@ type Env struct {
 	XDGConfigHome string
 }
 
+// ErrCommonDir means the repository's git directory holds a commondir
+// file: git would then read its configuration, hooks and refs from the
+// directory it names, which the workspace's own content may choose.
+var ErrCommonDir = errors.New("the git directory holds a commondir file (a linked worktree's layout), which the view does not follow")
+
+// ErrWorkspaceConfig means git's configuration includes a file inside the
+// workspace other than the repository's own config, a file the sandbox
+// may write.
+var ErrWorkspaceConfig = errors.New("git configuration is read from a file inside the workspace")
+
 // ReadConfig asks git for the merged configuration (system, global and the
 // repository's own, includes followed) of the repository whose git
-// directory is gitDir and whose work tree is root. git runs with gitDir given
-// explicitly, so no repository discovery or ownership check takes place; it
-// executes no hooks.
+// directory is gitDir and whose work tree is root.
+//
+// git runs with gitDir and its common directory given explicitly, so no
+// repository discovery, ownership check or commondir redirection takes
+// place, and with every option that could start a program (fsmonitor,
+// hooks, pager, ssh) set on its command line, which no file overrides. A
+// gitDir holding a commondir file is refused (ErrCommonDir), and so is a
+// configuration read from any file inside root other than gitDir/config
+// and gitDir/config.worktree (ErrWorkspaceConfig): an include whose target
+// lies in the work tree or elsewhere in the git directory names a file the
+// sandbox may write.
 func ReadConfig(ctx context.Context, git, gitDir, root string, env Env, extraEnv []string) (Config, error) {
-	cmd := exec.CommandContext(ctx, git, "config", "--list", "-z", "--includes")
+	if _, err := os.Lstat(filepath.Join(gitDir, "commondir")); err == nil {
+		return Config{}, fmt.Errorf("%q: %w; remove it or start from the main worktree", filepath.Join(gitDir, "commondir"), ErrCommonDir)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return Config{}, fmt.Errorf("checking for %q: %w", filepath.Join(gitDir, "commondir"), err)
+	}
+	args := []string{"--no-pager"}
+	for _, kv := range noExec {
+		args = append(args, "-c", kv)
+	}
+	args = append(args, "config", "--list", "-z", "--show-origin", "--includes")
+	cmd := exec.CommandContext(ctx, git, args...)
 	cmd.Dir = root
-	cmd.Env = append([]string{"GIT_DIR=" + gitDir, "HOME=" + env.Home}, extraEnv...)
+	cmd.Env = append([]string{"GIT_DIR=" + gitDir, "GIT_COMMON_DIR=" + gitDir, "HOME=" + env.Home,
+		"GIT_PAGER=cat", "PAGER=cat", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "GIT_NO_REPLACE_OBJECTS=1"}, extraEnv...)
 	if env.XDGConfigHome != "" {
 		cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+env.XDGConfigHome)
 	}
@@ -52,7 +83,77 @@ func ReadConfig(ctx context.Context, git, gitDir, root string, env Env, extraEnv
 	if err != nil {
 		return Config{}, fmt.Errorf("reading git configuration of %q: %w: %s", gitDir, err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	return ParseConfigList(out, root, env)
+	list, err := checkOrigins(out, gitDir, root)
+	if err != nil {
+		return Config{}, err
+	}
+	return ParseConfigList(list, root, env)
+}
+
+// noExec are the command-line settings of ReadConfig's git: every key
+// that names a program git could start, set to one that runs nothing.
+var noExec = []string{
+	"core.fsmonitor=false",
+	"core.hooksPath=/dev/null",
+	"core.pager=cat",
+	"core.sshCommand=false",
+	"core.editor=false",
+	"protocol.allow=never",
+}
+
+// checkOrigins checks the origin of every entry of `git config --list -z
+// --show-origin` ("file:<path>" NUL "key\nvalue" NUL ...) and returns the
+// entries without their origins, in the form ParseConfigList reads. Our
+// own command-line settings are dropped; a file origin inside root must be
+// gitDir/config or gitDir/config.worktree.
+func checkOrigins(out []byte, gitDir, root string) ([]byte, error) {
+	fields := bytes.Split(out, []byte{0})
+	if n := len(fields); n > 0 && len(fields[n-1]) == 0 {
+		fields = fields[:n-1]
+	}
+	if len(fields)%2 != 0 {
+		return nil, fmt.Errorf("reading git configuration of %q: unpaired origin in git config --show-origin output", gitDir)
+	}
+	realRoot := resolved(root, root)
+	allowed := map[string]bool{
+		resolved(filepath.Join(gitDir, "config"), root):          true,
+		resolved(filepath.Join(gitDir, "config.worktree"), root): true,
+	}
+	var list []byte
+	for i := 0; i < len(fields); i += 2 {
+		origin, entry := string(fields[i]), fields[i+1]
+		kind, name, _ := strings.Cut(origin, ":")
+		switch kind {
+		case "command line":
+			continue
+		case "file":
+			p := resolved(name, root)
+			if (p == realRoot || strings.HasPrefix(p, realRoot+string(filepath.Separator))) && !allowed[p] {
+				key, _, _ := strings.Cut(string(entry), "\n")
+				return nil, fmt.Errorf("%q (setting %s): %w; the view reads configuration only from files the sandbox cannot write: move the file out of the workspace or remove the include", name, key, ErrWorkspaceConfig)
+			}
+		default:
+			return nil, fmt.Errorf("reading git configuration of %q: unexpected origin %q", gitDir, origin)
+		}
+		list = append(append(list, entry...), 0)
+	}
+	return list, nil
+}
+
+// resolved makes name (relative to dir when relative) absolute and
+// resolves its symbolic links as far as they exist.
+func resolved(name, dir string) string {
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(dir, name)
+	}
+	if p, err := filepath.EvalSymlinks(name); err == nil {
+		return p
+	}
+	parent, base := filepath.Split(name)
+	if p, err := filepath.EvalSymlinks(parent); err == nil {
+		return filepath.Join(p, base)
+	}
+	return filepath.Clean(name)
 }
 
 // ParseConfigList interprets the output of `git config --list -z`: entries
