@@ -101,13 +101,19 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg.Log.Info("isolation reported", "report", cfg.IsolationReport, "keep_file", cfg.KeepIsolated,
 		"kept_paths", keep.Len(), "isolated_host_entries", len(walk.found), "kept_only", walk.kept())
 	cfg.Log.Info("classification frozen", "host_root", cfg.HostRoot, "ignore_files", cls.Matcher.Files(), "tracked_paths", cls.Index.Len())
+	router := view.Router{C: walk.classifier(cls), Index: cls.Index}
+	router.Repos, err = freezeRepos(view.NewTree(hostFd), router.C)
+	if err != nil {
+		return fail(gitroute.StageClassify, err)
+	}
+	cfg.Log.Info("repositories frozen", "nested", len(router.Repos.Nested), "modules", len(router.Repos.Modules))
 
 	mnt, err := mountView(cfg.Mountpoint, cfg.Method)
 	if err != nil {
 		return fail(gitroute.StageMount, err)
 	}
 	cfg.Log.Info("view mounted", "mountpoint", cfg.Mountpoint, "auto_unmount", mnt.watch != nil)
-	v := view.New(hostFd, isoFd, view.Router{C: walk.classifier(cls)}, cfg.Log)
+	v := view.New(hostFd, isoFd, router, cfg.Log)
 	mo := fuse.MountOptions{
 		FsName:   fsName,
 		Name:     subtype,

@@ -3,7 +3,9 @@
 // isolated root, as the frozen routing decides.
 //
 // What belongs here: the routing rule (route.go: a pure function of the
-// frozen classification and the view path, plus the read-only paths), the
+// frozen classification, the repositories frozen at start and the view
+// path), the allowlist of what the sandbox may write in a repository's
+// administrative area (admin.go: a pure planner, table-tested), the
 // confined access to the two backing roots (backing.go: openat2 beneath a
 // retained O_PATH root, never following a symbolic link, a magic link or a
 // mount crossing), and the FUSE node operations (node.go). What does not:

@@ -106,11 +106,11 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	return 0
 }
 
-// writable refuses changes to read-only paths (EROFS) and to host regular
+// writable refuses changes to sealed paths (EROFS) and to host regular
 // files with more than one link (EPERM): such an inode may also be reachable
 // outside the workspace, where the view must not write.
 func (n *node) writable(p string, b Backing) syscall.Errno {
-	if ReadOnly(p) {
+	if n.f.router.Rule(p) == Sealed {
 		return syscall.EROFS
 	}
 	if b == Host && !n.isDir() {
@@ -235,7 +235,7 @@ func (n *node) prepare(name string, isDir bool) (string, Backing, syscall.Errno)
 		return "", Host, syscall.ESTALE
 	}
 	p := join(dir, name)
-	if ReadOnly(p) {
+	if n.f.router.Rule(p) == Sealed {
 		return "", Host, syscall.EROFS
 	}
 	b := n.f.router.Route(p, isDir)
@@ -307,6 +307,9 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if e != 0 {
 		return nil, e
 	}
+	if mode&syscall.S_IFMT != syscall.S_IFREG && n.f.router.Area(p) != "" {
+		return nil, syscall.EPERM // nothing but files and directories in an administrative area
+	}
 	pfd, base, err := n.f.roots[b].parent(p)
 	if err != nil {
 		return nil, errno(err)
@@ -323,6 +326,9 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	p, b, e := n.prepare(name, false)
 	if e != 0 {
 		return nil, e
+	}
+	if n.f.router.Area(p) != "" {
+		return nil, syscall.EPERM // git reads a linked ref, config or object wherever it points
 	}
 	pfd, base, err := n.f.roots[b].parent(p)
 	if err != nil {
@@ -345,14 +351,14 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if e != 0 {
 		return nil, e
 	}
-	if ReadOnly(sp) {
+	if n.f.router.Rule(sp) == Sealed {
 		return nil, syscall.EROFS
 	}
 	p, b, e := n.prepare(name, false)
 	if e != 0 {
 		return nil, e
 	}
-	if sb != b {
+	if sb != b || n.f.router.Area(sp) != n.f.router.Area(p) {
 		return nil, syscall.EXDEV
 	}
 	sfd, sbase, err := n.f.roots[sb].parent(sp)
@@ -401,7 +407,7 @@ func (n *node) remove(name string, dir bool) syscall.Errno {
 		return syscall.ESTALE
 	}
 	p := join(d, name)
-	if ReadOnly(p) {
+	if n.f.router.Rule(p) == Sealed {
 		return syscall.EROFS
 	}
 	b, _, err := n.f.find(p)
@@ -435,14 +441,23 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return syscall.ESTALE
 	}
 	sp, dp := join(sd, name), join(dd, newName)
-	if ReadOnly(sp) || ReadOnly(dp) {
+	if n.f.router.Rule(sp) == Sealed || n.f.router.Rule(dp) == Sealed {
 		return syscall.EROFS
+	}
+	if n.f.router.Area(sp) != n.f.router.Area(dp) {
+		// Nothing moves into an administrative area from outside (it
+		// could carry a link or a FIFO there), out of it, or between
+		// two of them.
+		return syscall.EXDEV
 	}
 	sb, sst, err := n.f.find(sp)
 	if err != nil {
 		return errno(err)
 	}
 	srcDir := sst.Mode&unix.S_IFMT == unix.S_IFDIR
+	if srcDir && n.f.router.HoldsRepo(sp) {
+		return syscall.EXDEV
+	}
 	if n.f.router.Route(dp, srcDir) != sb {
 		return syscall.EXDEV
 	}
@@ -453,6 +468,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 		dstDir = dst.Mode&unix.S_IFMT == unix.S_IFDIR
 		if flags&unix.RENAME_EXCHANGE != 0 && n.f.router.Route(sp, dstDir) != sb {
+			return syscall.EXDEV
+		}
+		if flags&unix.RENAME_EXCHANGE != 0 && dstDir && n.f.router.HoldsRepo(dp) {
 			return syscall.EXDEV
 		}
 	}

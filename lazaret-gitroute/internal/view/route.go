@@ -27,33 +27,49 @@ type Classifier interface {
 	Ignored(path string, isDir bool) bool
 }
 
-// Router decides where a view path lives. Its answers depend only on the
-// frozen classification and the path, never on the current content of any
-// ignore file, so nothing the sandbox writes during a generation can move a
-// path from the isolated root to the host.
+// Router decides where a view path lives and what the sandbox may do
+// there. Its answers depend only on the layout frozen at generation start
+// (classification, index, repositories) and the path, never on the
+// current content of any file, so nothing the sandbox writes during a
+// generation can move a path from the isolated root to the host.
 type Router struct {
 	C Classifier
+	// Repos are the repositories present at generation start.
+	Repos Repos
+	// Index is the frozen index (nil: nothing tracked). An entry named
+	// HEAD in the work tree routes to the isolated root unless tracked.
+	Index Tracker
 }
 
 // Route returns the backing root of path (relative to the view root,
 // slash-separated, "" for the root) for an entry of the given kind.
+//
+// Besides ignored paths, three kinds of path are served from the isolated
+// root whatever the ignore rules say: a ".git" below the root that is not
+// a nested repository frozen at generation start, and everything below it;
+// an untracked entry named HEAD outside administrative areas, and
+// everything below it (so that no bare repository can be assembled on the
+// host); and the sequencer state directories of an administrative area
+// (rebase-merge, rebase-apply, sequencer).
 func (r Router) Route(path string, isDir bool) Backing {
-	if path == "" || r.C.Ignored(path, isDir) {
-		if path == "" {
-			return Host
+	if path == "" {
+		return Host
+	}
+	p := r.locate(path)
+	switch {
+	case p.foreign:
+		return Isolated
+	case p.area != "":
+		top, _, _ := strings.Cut(p.rel, "/")
+		if sequencerDirs[top] {
+			return Isolated
 		}
+		return Host
+	}
+	if r.C.Ignored(path, isDir) {
 		return Isolated
 	}
 	return Host
-}
-
-// ReadOnly reports whether path may not be created, written, renamed,
-// removed, linked or have its metadata changed in the view: .git/config and
-// everything at or below .git/hooks, which the host runs on the
-// developer's behalf. ".git" itself may not be renamed or removed either,
-// since replacing it would replace both.
-func ReadOnly(path string) bool {
-	return path == ".git" || path == ".git/config" || path == ".git/hooks" || strings.HasPrefix(path, ".git/hooks/")
 }
 
 // join appends name to the directory path dir.

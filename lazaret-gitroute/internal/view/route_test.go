@@ -30,18 +30,14 @@ func TestRoute(t *testing.T) {
 			}
 		})
 	}
-	for p, want := range map[string]bool{".git/config": true, ".git/hooks": true, ".git/hooks/pre-commit": true, ".git": true, ".git/configx": false, ".git/HEAD": false, "x/.git/config": false, ".git/hooksx": false} {
-		if got := ReadOnly(p); got != want {
-			t.Errorf("ReadOnly(%q) = %v, want %v", p, got, want)
-		}
-	}
 }
 
 // FuzzRoute routes fuzzed paths under fuzzed ignore rules and checks the
 // invariants the view relies on: routing is deterministic, a path below an
-// isolated directory is isolated unless tracked, tracked paths and .git are
-// always on the host, and read-only paths are exactly .git, .git/config
-// and .git/hooks with what is below it.
+// isolated directory is isolated unless tracked, .git and tracked paths
+// outside the sequencer directories are always on the host, sealed paths
+// stay sealed below, and the top-level config, hooks and commondir are
+// sealed.
 func FuzzRoute(f *testing.F) {
 	f.Add("*.log\nbuild/\n!keep.log\n", "build/x/keep.log", false, "src/a.go")
 	f.Add("/a/**\n", "a/b/c", true, "a/t")
@@ -55,12 +51,13 @@ func FuzzRoute(f *testing.F) {
 		if err != nil {
 			idx = &gitignore.Index{}
 		}
-		r := Router{C: &gitignore.Classifier{Matcher: m, Index: idx}}
+		r := Router{C: &gitignore.Classifier{Matcher: m, Index: idx}, Index: idx, Repos: Repos{Nested: map[string]bool{"sub": true}, Modules: map[string]bool{".git/modules/m": true}}}
 		got := r.Route(path, isDir)
 		if got != r.Route(path, isDir) {
 			t.Fatal("nondeterministic")
 		}
-		if path == ".git" || strings.HasPrefix(path, ".git/") || idx.Tracked(path, isDir) {
+		top := strings.SplitN(strings.TrimPrefix(path, ".git/"), "/", 2)[0]
+		if (path == ".git" || strings.HasPrefix(path, ".git/") || idx.Tracked(path, isDir) && !strings.Contains("/"+strings.ToLower(path)+"/", "/.git/")) && !(strings.HasPrefix(path, ".git/") && sequencerDirs[top]) {
 			if got != Host {
 				t.Fatalf("%q routes to %v", path, got)
 			}
@@ -70,10 +67,14 @@ func FuzzRoute(f *testing.F) {
 				t.Fatalf("%q on host below isolated %q", path, path[:i])
 			}
 		}
-		ro := ReadOnly(path)
-		want := path == ".git" || path == ".git/config" || path == ".git/hooks" || strings.HasPrefix(path, ".git/hooks/")
-		if ro != want {
-			t.Fatalf("ReadOnly(%q) = %v", path, ro)
+		rule := r.Rule(path)
+		if path == ".git" || path == ".git/config" || path == ".git/commondir" || path == ".git/hooks" || strings.HasPrefix(path, ".git/hooks/") || strings.HasPrefix(path, ".git/info/") {
+			if rule != Sealed {
+				t.Fatalf("Rule(%q) = %v, want sealed", path, rule)
+			}
+		}
+		if i := strings.LastIndexByte(path, '/'); i > 0 && r.Rule(path[:i]) == Sealed && r.Area(path[:i]) != "" && r.Area(path[:i]) != path[:i] && rule != Sealed {
+			t.Fatalf("Rule(%q) = %v below sealed %q", path, rule, path[:i])
 		}
 	})
 }

@@ -1,0 +1,228 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/gitroute"
+)
+
+// adminNames are the path components random operations under .git draw
+// from: what git reads as configuration or code, what it writes, and
+// names of no meaning.
+var adminNames = []string{
+	"config", "config.worktree", "commondir", "gitdir", "hooks", "pre-commit", "info", "attributes",
+	"exclude", "alternates", "http-alternates", "objects", "refs", "heads", "logs", "modules", "sub",
+	"worktrees", "wt", "HEAD", "index", "packed-refs", "lz-include.cfg", "extra.cfg", "rebase-merge",
+	"git-rebase-todo", "description", "branches", "remotes", "shallow", "x", "config.lock", "MERGE_MSG",
+}
+
+// evilConfigText changes git's configuration wherever git reads it from.
+const evilConfigText = "[core]\n\tfsmonitor = \"touch /nonexistent/pwned; false\"\n\tpager = lzpager\n[lz]\n\tplanted = yes\n[extensions]\n\tworktreeConfig = true\n"
+
+// TestAdminWritesLeaveConfig makes random changes under .git through a
+// mounted view (create, write, append, truncate, rename, hard link,
+// unlink, mkdir, rmdir, symlink, FIFO, chmod, xattr) and checks that
+// host git's configuration (`git config --list --show-origin --includes`,
+// with a scratch HOME and no system file) never changes, and that no
+// symbolic link, FIFO or device node appears under the host's .git.
+// LZ_ADMIN_SEED and LZ_ADMIN_OPS repeat or lengthen a run.
+func TestAdminWritesLeaveConfig(t *testing.T) {
+	e := setup(t, baseFiles, "")
+	h, v := e.host, e.mnt
+	// Dangling includes and the worktree-config extension make files
+	// the sandbox might create part of the configuration.
+	e.git(t, h, "config", "include.path", "lz-include.cfg")
+	e.git(t, h, "config", "includeIf.gitdir:/.path", "info/extra.cfg")
+	e.git(t, h, "config", "extensions.worktreeConfig", "true")
+	configList := func() string {
+		t.Helper()
+		cmd := exec.Command("git", "config", "--list", "--show-origin", "--includes")
+		cmd.Dir = h
+		cmd.Env = []string{"HOME=" + e.home, "GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("host git config --list: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	baseline := configList()
+	special := func() []string {
+		var found []string
+		filepath.WalkDir(filepath.Join(h, ".git"), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type()&(fs.ModeSymlink|fs.ModeNamedPipe|fs.ModeDevice|fs.ModeSocket|fs.ModeCharDevice) != 0 {
+				found = append(found, p)
+			}
+			return nil
+		})
+		return found
+	}
+	if s := special(); len(s) != 0 {
+		t.Fatalf("host .git holds links or special files before the run: %q", s)
+	}
+
+	seed := int64(1)
+	if s := os.Getenv("LZ_ADMIN_SEED"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("LZ_ADMIN_SEED %q: %v", s, err)
+		}
+		seed = n
+	}
+	ops := 2000
+	if s := os.Getenv("LZ_ADMIN_OPS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("LZ_ADMIN_OPS %q: %v", s, err)
+		}
+		ops = n
+	}
+	rng := rand.New(rand.NewSource(seed))
+	randPath := func() string {
+		parts := []string{".git"}
+		for i, n := 0, 1+rng.Intn(3); i < n; i++ {
+			parts = append(parts, adminNames[rng.Intn(len(adminNames))])
+		}
+		return strings.Join(parts, "/")
+	}
+	var succeeded []string
+	for i := 0; i < ops; i++ {
+		p, q := randPath(), randPath()
+		vp, vq := filepath.Join(v, p), filepath.Join(v, q)
+		var op string
+		var err error
+		switch rng.Intn(13) {
+		case 0:
+			op, err = "write "+p, os.WriteFile(vp, []byte(evilConfigText), 0o644)
+		case 1:
+			op = "append " + p
+			var f *os.File
+			if f, err = os.OpenFile(vp, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+				_, err = f.WriteString(evilConfigText)
+				f.Close()
+			}
+		case 2:
+			op, err = "truncate "+p, os.Truncate(vp, 0)
+		case 3:
+			op, err = "rename "+p+" "+q, os.Rename(vp, vq)
+		case 4:
+			op, err = "rename from outside to "+p, os.Rename(filepath.Join(v, "README.md"), vp)
+		case 5:
+			op, err = "link "+p+" "+q, os.Link(vp, vq)
+		case 6:
+			op, err = "unlink "+p, os.Remove(vp)
+		case 7:
+			op, err = "mkdir "+p, os.Mkdir(vp, 0o755)
+		case 8:
+			op, err = "symlink "+p, os.Symlink("../config", vp)
+		case 9:
+			op, err = "mkfifo "+p, unix.Mkfifo(vp, 0o644)
+		case 10:
+			op, err = "chmod "+p, os.Chmod(vp, 0o777)
+		case 11:
+			op, err = "setxattr "+p, unix.Setxattr(vp, "user.lz", []byte("1"), 0)
+		case 12:
+			op = "write evil config into a new file, rename onto " + p
+			tmp := filepath.Join(v, "lz-staged")
+			if err = os.WriteFile(tmp, []byte(evilConfigText), 0o644); err == nil {
+				err = os.Rename(tmp, vp)
+				os.Remove(tmp)
+			}
+		}
+		if err == nil {
+			succeeded = append(succeeded, op)
+		}
+		if i%100 == 99 || i == ops-1 {
+			// A sandbox that breaks HEAD makes host git stop finding
+			// the repository, and its configuration disappears: that is
+			// a denial, not a configuration of the sandbox's. Every
+			// entry host git shows must be one it showed before.
+			if extra := notIn(configList(), baseline); len(extra) != 0 {
+				t.Fatalf("seed %d: after %d operations host git config has new entries %q\nsucceeded: %q", seed, i+1, extra, succeeded)
+			}
+			if s := special(); len(s) != 0 {
+				t.Fatalf("seed %d: after %d operations host .git holds %q\nsucceeded: %q", seed, i+1, s, succeeded)
+			}
+		}
+	}
+	if len(succeeded) == 0 {
+		t.Fatalf("seed %d: no operation succeeded; the run tested nothing but refusals", seed)
+	}
+	// Repaired from the host side, the repository's configuration is
+	// exactly what it was.
+	writeFile(t, filepath.Join(h, ".git", "HEAD"), "ref: refs/heads/main\n")
+	if got := configList(); got != baseline {
+		t.Fatalf("seed %d: host git config changed\nfrom %s\nto %s\nsucceeded: %q", seed, baseline, got, succeeded)
+	}
+	t.Logf("seed %d: %d of %d operations succeeded; configuration unchanged", seed, len(succeeded), ops)
+}
+
+// notIn returns the lines of got that are not lines of want.
+func notIn(got, want string) []string {
+	have := map[string]bool{}
+	for _, l := range strings.Split(want, "\n") {
+		have[l] = true
+	}
+	var extra []string
+	for _, l := range strings.Split(got, "\n") {
+		if !have[l] {
+			extra = append(extra, l)
+		}
+	}
+	return extra
+}
+
+// TestStartRefusesSandboxConfig checks that the daemon does not start on a
+// repository whose configuration would come from a file the sandbox may
+// have written: a commondir file, or an include of a workspace file. The
+// failure names the file.
+func TestStartRefusesSandboxConfig(t *testing.T) {
+	requireFUSE(t)
+	cases := map[string]func(e *env){
+		"commondir": func(e *env) {
+			writeFile(t, filepath.Join(e.host, ".git", "lzevil", "config"), evilConfigText)
+			writeFile(t, filepath.Join(e.host, ".git", "commondir"), "lzevil\n")
+		},
+		"include of a work-tree file": func(e *env) {
+			writeFile(t, filepath.Join(e.host, "project.gitconfig"), evilConfigText)
+			e.git(t, e.host, "config", "include.path", "../project.gitconfig")
+		},
+	}
+	for name, plant := range cases {
+		t.Run(name, func(t *testing.T) {
+			base := t.TempDir()
+			e := &env{host: filepath.Join(base, "ws"), iso: filepath.Join(base, "iso"), mnt: filepath.Join(base, "mnt"), home: filepath.Join(base, "home"), log: &bytes.Buffer{}}
+			for _, d := range []string{e.host, e.iso, e.mnt, e.home} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.git(t, e.host, "init", "-q", "-b", "main", ".")
+			plant(e)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			d, err := gitroute.Start(ctx, gitroute.Spec{Binary: binary, HostRoot: e.host, IsolatedRoot: e.iso, Mountpoint: e.mnt, Stderr: e.log,
+				Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.home}})
+			if err == nil {
+				d.Kill()
+				t.Fatalf("Start succeeded on a repository with a planted %s", name)
+			}
+			if !errors.Is(err, gitroute.ErrDaemonFailed) || !strings.Contains(err.Error(), e.host) {
+				t.Fatalf("Start: %v; want a daemon failure naming a file under %q\n%s", err, e.host, e.log)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}

@@ -1,0 +1,194 @@
+package view
+
+import (
+	"strings"
+)
+
+// Rule is what the view lets the sandbox do at a path.
+type Rule uint8
+
+const (
+	// Free is a work-tree path: the ordinary rules apply.
+	Free Rule = iota
+	// Admin is an allowlisted entry of a repository's administrative
+	// area (objects, refs, logs, index, HEAD, ...): it may be written,
+	// created, renamed and removed within its area, but no symbolic link,
+	// FIFO, socket or device node may be made there.
+	Admin
+	// Sealed is read-only: every change fails with EROFS, whether the
+	// path exists or not. It is every administrative entry outside the
+	// allowlist (config, hooks, info, commondir, ...), the administrative
+	// directory itself, and a tracked file named HEAD in the work tree.
+	Sealed
+)
+
+func (r Rule) String() string {
+	switch r {
+	case Admin:
+		return "admin"
+	case Sealed:
+		return "sealed"
+	}
+	return "free"
+}
+
+// Repos is the repository layout the view freezes at generation start.
+// The top-level ".git" directory is always an administrative area.
+type Repos struct {
+	// Nested holds the work-tree directories (view paths) whose ".git"
+	// (a directory, or a gitfile) existed at generation start.
+	Nested map[string]bool
+	// Modules holds the administrative directories below .git/modules
+	// (view paths such as ".git/modules/lib") present at generation start.
+	Modules map[string]bool
+}
+
+// Tracker says whether a path is in the frozen index.
+type Tracker interface {
+	Tracked(path string, isDir bool) bool
+}
+
+// place is where a path stands with respect to the repositories.
+type place struct {
+	// area is the administrative directory holding the path ("" when the
+	// path is in a work tree), rel the path relative to it.
+	area, rel string
+	// foreign means the path is, or is below, a ".git" the sandbox
+	// made, or an untracked entry named HEAD: it is served from the
+	// isolated root, so that the host never finds a repository there.
+	foreign bool
+	// sealedHead means the path is a tracked file named HEAD.
+	sealedHead bool
+}
+
+// sequencerDirs hold the state of an interrupted rebase, cherry-pick or
+// revert, whose todo lists carry exec lines that `git rebase --continue`
+// on the host would run. They are served from the isolated root.
+var sequencerDirs = map[string]bool{"rebase-merge": true, "rebase-apply": true, "sequencer": true}
+
+// adminFiles are the allowlisted plain files at the top of an
+// administrative area; each may also be written as "<name>.lock".
+var adminFiles = map[string]bool{
+	"index": true, "HEAD": true, "ORIG_HEAD": true, "FETCH_HEAD": true, "AUTO_MERGE": true,
+	"CHERRY_PICK_HEAD": true, "REVERT_HEAD": true, "REBASE_HEAD": true,
+	"COMMIT_EDITMSG": true, "SQUASH_MSG": true, "packed-refs": true,
+	"gc.pid": true, "gc.log": true,
+}
+
+// adminRule classifies rel, a path relative to an administrative
+// directory, by the allowlist.
+func adminRule(rel string) Rule {
+	if rel == "" {
+		return Sealed
+	}
+	top, rest, _ := strings.Cut(rel, "/")
+	switch top {
+	case "objects":
+		if rest == "info/alternates" || rest == "info/http-alternates" ||
+			strings.HasPrefix(rest, "info/alternates/") || strings.HasPrefix(rest, "info/http-alternates/") {
+			return Sealed
+		}
+		return Admin
+	case "refs", "logs":
+		return Admin
+	}
+	if sequencerDirs[top] {
+		return Admin
+	}
+	if rest != "" {
+		return Sealed
+	}
+	name := strings.TrimSuffix(top, ".lock")
+	switch {
+	case adminFiles[name], strings.HasPrefix(name, "MERGE_"):
+		return Admin
+	case strings.HasPrefix(top, "index.stash.") || strings.HasPrefix(top, "next-index-") && strings.HasSuffix(top, ".lock"):
+		// Temporary indexes of git stash and of git commit <paths>.
+		return Admin
+	case top == "packed-refs.new":
+		// git pack-refs (run by git gc) writes the new file beside the
+		// lock before renaming it into place.
+		return Admin
+	}
+	return Sealed
+}
+
+// locate finds the administrative area of path, or marks it foreign.
+func (r Router) locate(path string) place {
+	if path == ".git" || strings.HasPrefix(path, ".git/") {
+		p := place{area: ".git", rel: strings.TrimPrefix(strings.TrimPrefix(path, ".git"), "/")}
+		if strings.HasPrefix(p.rel, "modules/") {
+			// The longest frozen module directory holding the path.
+			for d := path; len(d) > len(".git/modules"); {
+				if r.Repos.Modules[d] {
+					return place{area: d, rel: strings.TrimPrefix(strings.TrimPrefix(path, d), "/")}
+				}
+				i := strings.LastIndexByte(d, '/')
+				if i < 0 {
+					break
+				}
+				d = d[:i]
+			}
+		}
+		return p
+	}
+	// Walk the work-tree components: the first ".git" below the root is
+	// either a frozen nested repository's or the sandbox's; an untracked
+	// entry named HEAD is the sandbox's.
+	for start := 0; start < len(path); {
+		end := strings.IndexByte(path[start:], '/')
+		if end < 0 {
+			end = len(path)
+		} else {
+			end += start
+		}
+		comp := path[start:end]
+		switch {
+		case strings.EqualFold(comp, ".git"):
+			dir := strings.TrimSuffix(path[:start], "/")
+			if comp != ".git" || !r.Repos.Nested[dir] {
+				return place{foreign: true}
+			}
+			return place{area: path[:end], rel: strings.TrimPrefix(path[end:], "/")}
+		case comp == "HEAD":
+			isLast := end == len(path)
+			if r.Index == nil || !(r.Index.Tracked(path[:end], false) || r.Index.Tracked(path[:end], true)) {
+				return place{foreign: true}
+			}
+			if isLast && r.Index.Tracked(path[:end], false) {
+				return place{sealedHead: true}
+			}
+		}
+		start = end + 1
+	}
+	return place{}
+}
+
+// Rule returns what the sandbox may do at path (relative to the view root).
+// It is a pure function of the frozen layout and the path.
+func (r Router) Rule(path string) Rule {
+	p := r.locate(path)
+	switch {
+	case p.sealedHead:
+		return Sealed
+	case p.area != "":
+		return adminRule(p.rel)
+	}
+	return Free
+}
+
+// Area returns the administrative directory holding path, "" for a
+// work-tree path. Entries may move only within one area.
+func (r Router) Area(path string) string { return r.locate(path).area }
+
+// HoldsRepo reports whether the work-tree directory dir is, or holds, a
+// nested repository frozen at generation start. Renaming it would move a
+// repository to a path the view no longer recognises as one.
+func (r Router) HoldsRepo(dir string) bool {
+	for d := range r.Repos.Nested {
+		if d == dir || dir == "" || strings.HasPrefix(d, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
