@@ -22,6 +22,8 @@
 //   - engine.go: Engine, Config, record intake and session state.
 //   - request.go: one request's lifecycle from verification to delivery.
 //   - exec.go: executable re-check and host execution with streaming.
+//   - lifetime.go: EndSession (a capability ends with its session) and
+//     the errors of admission.
 //   - errors.go: sentinel errors carried by discard reasons and events.
 //
 // Subpackage escalationtest builds protocol fixtures over a real mailbox
