@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"lazaret.dev/pkg/ids"
-	"lazaret.dev/pkg/protocol"
 )
 
 func TestQuoteArgv(t *testing.T) {
@@ -111,51 +108,4 @@ func FuzzQuoteArgv(f *testing.F) {
 			t.Fatalf("QuoteArgv(%q) = %q is not inert", argv, line)
 		}
 	})
-}
-
-func TestTerminalPrompter(t *testing.T) {
-	tp := protocol.TerminalPrompt{
-		RequestID: ids.RequestID{7}, RequestSHA256: ids.Digest{8}, AgentProfile: "dev",
-		CommandArgv: []string{"/usr/bin/git", "push\x1b[2J"}, Justification: "ship\x07it",
-	}
-	for _, tc := range []struct {
-		name     string
-		keys     []string
-		decision protocol.DeveloperDecisionKind
-		argv     []string
-		err      error
-	}{
-		{"approve", []string{"x", "y"}, protocol.DecisionApprove, tp.CommandArgv, nil},
-		{"deny", []string{"N"}, protocol.DecisionDeny, nil, nil},
-		{"edit then approve", []string{"e", "\x15", "/usr/bin/git status 'a b'", "\r", "y"}, protocol.DecisionApprove, []string{"/usr/bin/git", "status", "a b"}, nil},
-		{"edit with backspace", []string{"e", "\x15/usr/bin/tru", "ee\x7f", "\x1b[D", "\r", "y"}, protocol.DecisionApprove, []string{"/usr/bin/true"}, nil},
-		{"bad edit keeps the request", []string{"e", "\x15/bin/echo |", "\r", "y"}, protocol.DecisionApprove, tp.CommandArgv, nil},
-		{"abandoned edit", []string{"e", "\x15/bin/x", "\x1b", "n"}, protocol.DecisionDeny, nil, nil},
-		{"terminal closed", nil, 0, nil, ErrTerminalClosed},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var out strings.Builder
-			keys := make(chan []byte, len(tc.keys))
-			for _, k := range tc.keys {
-				keys <- []byte(k)
-			}
-			close(keys)
-			d, err := TerminalPrompter{W: &out}.Decide(tp, keys)
-			if !errors.Is(err, tc.err) {
-				t.Fatalf("error %v, want %v", err, tc.err)
-			}
-			if err != nil {
-				return
-			}
-			if d.Decision != tc.decision || !slices.Equal(d.ApprovedCommandArgv, tc.argv) || d.RequestID != tp.RequestID || d.RequestSHA256 != tp.RequestSHA256 {
-				t.Fatalf("decision %+v", d)
-			}
-			if strings.Contains(out.String(), "\x1b[2J") || strings.Contains(out.String(), "\x07") {
-				t.Fatalf("the prompt wrote request bytes raw: %q", out.String())
-			}
-			if !strings.Contains(out.String(), `"push\x1b[2J"`) || !strings.Contains(out.String(), `"ship\ait"`) {
-				t.Fatalf("the prompt does not show the request visibly: %q", out.String())
-			}
-		})
-	}
 }

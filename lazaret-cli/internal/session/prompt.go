@@ -14,13 +14,15 @@ import (
 
 // Prompter decides the host escalation prompts that arrive on a session's
 // terminal. It runs on the pump's receiving goroutine, so no sandbox output
-// is written while it decides: the session's output waits in the channel
-// and is written after the decision. keys delivers what the developer
-// types while the prompt is shown (none of it reaches the sandbox); it is
-// closed when the terminal's input ends. The pump signs what Decide
-// returns with the session anchor key and sends it.
+// is written while it decides: the session's output waits, held back
+// through the control connection, and is written after the decision. in
+// delivers what the developer types while the prompt is shown (none of it
+// reaches the sandbox) as events; the Prompter calls in.Ready once the
+// prompt is drawn, which discards everything typed or answered before.
+// The pump signs what Decide returns with the session anchor key and
+// sends it.
 type Prompter interface {
-	Decide(p protocol.TerminalPrompt, keys <-chan []byte) (protocol.DeveloperDecision, error)
+	Decide(p protocol.TerminalPrompt, in *PromptInput) (protocol.DeveloperDecision, error)
 }
 
 // ErrTerminalClosed means the terminal's input ended while a prompt was
@@ -35,7 +37,7 @@ type DenyPrompter struct {
 }
 
 // Decide prints the notice and returns Deny.
-func (d DenyPrompter) Decide(p protocol.TerminalPrompt, _ <-chan []byte) (protocol.DeveloperDecision, error) {
+func (d DenyPrompter) Decide(p protocol.TerminalPrompt, _ *PromptInput) (protocol.DeveloperDecision, error) {
 	fmt.Fprintf(d.W, "\r\nlazaret: denied host escalation request %s (%s): this lazaret-cli does not show escalation prompts\r\n",
 		p.RequestID, visibleArgv(p.CommandArgv))
 	return deny(p), nil
@@ -46,22 +48,26 @@ func deny(p protocol.TerminalPrompt) protocol.DeveloperDecision {
 }
 
 // TerminalPrompter shows a prompt on W, a terminal in raw mode, and reads
-// the developer's answer from the keys: y approves, n denies, e edits the
-// command as one shell-quoted line (split back into words without a
-// shell; Enter accepts the edit, Escape or Ctrl-C abandons it). Every
-// string from the request is shown quoted with control and escape
-// characters made visible, so a request cannot draw on the terminal.
+// the developer's answer from key events: y approves, n denies, e edits
+// the command as one shell-quoted line (split back into words without a
+// shell; Enter accepts the edit, Escape or Ctrl-C abandons it). A choice
+// is the letter and then Enter, with no other event between them: no
+// terminal reply is a key event, and none contains Enter, so no reply to
+// a query the sandbox printed can make a choice. Every string from the
+// request is shown quoted with control and escape characters made
+// visible, so a request cannot draw on the terminal.
 type TerminalPrompter struct {
 	W io.Writer
 }
 
 // Decide shows p and returns the developer's decision.
-func (t TerminalPrompter) Decide(p protocol.TerminalPrompt, keys <-chan []byte) (protocol.DeveloperDecision, error) {
+func (t TerminalPrompter) Decide(p protocol.TerminalPrompt, in *PromptInput) (protocol.DeveloperDecision, error) {
 	argv := p.CommandArgv
 	edited := false
 	for {
-		t.show(p, argv, edited)
-		key, err := t.menuKey(keys)
+		t.show(p, in.Mark, argv, edited)
+		in.Ready()
+		key, err := t.menuChoice(in)
 		if err != nil {
 			return protocol.DeveloperDecision{}, err
 		}
@@ -76,7 +82,7 @@ func (t TerminalPrompter) Decide(p protocol.TerminalPrompt, keys <-chan []byte) 
 			fmt.Fprint(t.W, "lazaret: denied\r\n")
 			return deny(p), nil
 		case 'e':
-			line, ok, err := t.edit(QuoteArgv(argv), keys)
+			line, ok, err := t.edit(QuoteArgv(argv), in)
 			if err != nil {
 				return protocol.DeveloperDecision{}, err
 			}
@@ -93,9 +99,21 @@ func (t TerminalPrompter) Decide(p protocol.TerminalPrompt, keys <-chan []byte) 
 	}
 }
 
-func (t TerminalPrompter) show(p protocol.TerminalPrompt, argv []string, edited bool) {
+// promptReset puts the terminal's rendering state that sandbox output may
+// have changed back to what makes the prompt legible and whole: SGR
+// attributes, the ASCII character set in G0 and G1 shifted in, no insert
+// mode, autowrap, a visible cursor, no reverse screen, no origin mode, no
+// left and right margins, no scrolling region; then the cursor goes to the
+// bottom line, so the prompt scrolls the whole screen up.
+const promptReset = "\x1b[0m\x1b(B\x1b)B\x0f\x1b[4l\x1b[?7h\x1b[?25h\x1b[?5l\x1b[?6l\x1b[?69l\x1b[r\x1b[9999;1H"
+
+// menuLine is the last line of the prompt.
+const menuLine = "[y] approve  [n] deny  [e] edit the command; the letter, then Enter > "
+
+func (t TerminalPrompter) show(p protocol.TerminalPrompt, mark string, argv []string, edited bool) {
 	var b strings.Builder
-	b.WriteString("\r\n\x1b[0m--- lazaret: host escalation request ---\r\n")
+	b.WriteString(promptReset)
+	fmt.Fprintf(&b, "\r\n--- lazaret: host escalation request --- mark %s ---\r\n", mark)
 	fmt.Fprintf(&b, "profile:       %s\r\n", visible(p.AgentProfile))
 	if edited {
 		fmt.Fprintf(&b, "requested:     %s\r\n", visibleArgv(p.CommandArgv))
@@ -106,69 +124,92 @@ func (t TerminalPrompter) show(p protocol.TerminalPrompt, argv []string, edited 
 	if p.Justification != "" {
 		fmt.Fprintf(&b, "justification: %s\r\n", visible(p.Justification))
 	}
-	b.WriteString("[y] approve  [n] deny  [e] edit the command > ")
+	b.WriteString(menuLine)
 	io.WriteString(t.W, b.String())
 }
 
-// menuKey waits for y, n or e (either case).
-func (t TerminalPrompter) menuKey(keys <-chan []byte) (byte, error) {
-	for {
-		chunk, ok := <-keys
-		if !ok {
-			return 0, ErrTerminalClosed
+// menu is the state of the menu's choice: the letter typed last, if the
+// event before it was not something else.
+type menu struct{ pending rune }
+
+// event applies ev; it returns the choice ('y', 'n' or 'e') when ev is
+// the Enter that confirms one, and whether the shown choice changed.
+func (m *menu) event(ev Event) (choice rune, changed bool) {
+	before := m.pending
+	if ev.Kind == EventKey {
+		switch r := unicode.ToLower(ev.Rune); r {
+		case 'y', 'n', 'e':
+			m.pending = r
+			return 0, m.pending != before
+		case '\r', '\n':
+			m.pending = 0
+			return before, before != 0
 		}
-		for _, c := range chunk {
-			switch c {
-			case 'y', 'Y':
-				fmt.Fprint(t.W, "y\r\n")
-				return 'y', nil
-			case 'n', 'N':
-				fmt.Fprint(t.W, "n\r\n")
-				return 'n', nil
-			case 'e', 'E':
-				fmt.Fprint(t.W, "e\r\n")
-				return 'e', nil
+	}
+	// Any other key, a sequence or a paste between the letter and Enter
+	// takes the letter back.
+	m.pending = 0
+	return 0, before != 0
+}
+
+// menuChoice waits for a letter confirmed by Enter, showing the letter
+// typed so far after the menu.
+func (t TerminalPrompter) menuChoice(in *PromptInput) (rune, error) {
+	var m menu
+	for {
+		ev, err := in.Next()
+		if err != nil {
+			return 0, err
+		}
+		choice, changed := m.event(ev)
+		if choice != 0 {
+			fmt.Fprint(t.W, "\r\n")
+			return choice, nil
+		}
+		if changed {
+			shown := ""
+			if m.pending != 0 {
+				shown = string(m.pending)
 			}
+			fmt.Fprintf(t.W, "\r\x1b[K%s%s", menuLine, shown)
 		}
 	}
 }
 
 // edit is a one-line editor: printable characters are appended,
 // Backspace removes the last character, Ctrl-U clears the line, Enter
-// accepts it (ok), Escape or Ctrl-C abandons it. Escape sequences (cursor
-// keys) are ignored.
-func (t TerminalPrompter) edit(line string, keys <-chan []byte) (string, bool, error) {
+// accepts it (ok), Escape or Ctrl-C abandons it. Sequences (cursor keys,
+// terminal replies) and pastes are ignored.
+func (t TerminalPrompter) edit(line string, in *PromptInput) (string, bool, error) {
 	const promptText = "edit> "
 	redraw := func() { fmt.Fprintf(t.W, "\r\x1b[K%s%s", promptText, line) }
 	redraw()
 	for {
-		chunk, ok := <-keys
-		if !ok {
-			return "", false, ErrTerminalClosed
+		ev, err := in.Next()
+		if err != nil {
+			return "", false, err
 		}
-		if len(chunk) > 1 && chunk[0] == 0x1b {
-			continue // an escape sequence: a cursor or function key
+		if ev.Kind != EventKey {
+			continue
 		}
-		for len(chunk) > 0 {
-			r, n := utf8.DecodeRune(chunk)
-			chunk = chunk[n:]
-			switch {
-			case r == '\r' || r == '\n':
-				fmt.Fprint(t.W, "\r\n")
-				return line, true, nil
-			case r == 0x1b || r == 0x03:
-				fmt.Fprint(t.W, "\r\n")
-				return "", false, nil
-			case r == 0x7f || r == 0x08:
-				if line != "" {
-					_, size := utf8.DecodeLastRuneInString(line)
-					line = line[:len(line)-size]
-				}
-			case r == 0x15:
-				line = ""
-			case r != utf8.RuneError && unicode.IsPrint(r):
-				line += string(r)
+		switch r := ev.Rune; {
+		case r == '\r' || r == '\n':
+			fmt.Fprint(t.W, "\r\n")
+			return line, true, nil
+		case r == KeyEscape || r == 0x03:
+			fmt.Fprint(t.W, "\r\n")
+			return "", false, nil
+		case r == 0x7f || r == 0x08:
+			if line != "" {
+				_, size := utf8.DecodeLastRuneInString(line)
+				line = line[:len(line)-size]
 			}
+		case r == 0x15:
+			line = ""
+		case unicode.IsPrint(r):
+			line += string(r)
+		default:
+			continue
 		}
 		redraw()
 	}

@@ -58,9 +58,16 @@ type Pump struct {
 
 	// keys carries the developer's keystrokes to the Prompter while a
 	// prompt is shown (prompting): sandbox input cannot answer a prompt,
-	// and keys meant for a prompt never reach the sandbox.
-	keys      chan []byte
+	// and keys meant for a prompt never reach the sandbox. epoch counts
+	// input flushes: a chunk read before the latest flush is stale.
+	keys      chan keyChunk
 	prompting atomic.Bool
+	epoch     atomic.Uint64
+	// mark is the session's prompt mark (PromptInput.Mark).
+	mark string
+	// paste tracks whether the sandbox has bracketed paste on, so that a
+	// prompt can turn it on for itself and put it back after.
+	paste pasteMode
 }
 
 // promptKeys is how many reads of keystrokes wait for a Prompter.
@@ -88,7 +95,11 @@ func (p *Pump) Run(ctx context.Context) (protocol.SessionExit, error) {
 		return protocol.SessionExit{}, fmt.Errorf("creating the input stop pipe: %w", err)
 	}
 	inputDone := make(chan error, 1)
-	p.keys = make(chan []byte, promptKeys)
+	p.keys = make(chan keyChunk, promptKeys)
+	p.mark = newMark()
+	// The mark is printed before any of the sandbox's output, so that the
+	// developer has seen it before the sandbox could draw anything.
+	fmt.Fprintf(p.Out, "lazaret: escalation prompts in this session show the mark %s; a prompt without it is not from lazaret\r\n", p.mark)
 	go func() {
 		defer p.guard()
 		defer stopR.Close()
@@ -177,6 +188,7 @@ func (p *Pump) receive() recvResult {
 			case m.Terminal != nil && m.Terminal.Kind == protocol.MessageExit:
 				return recvResult{exit: *m.Terminal.Exit}
 			case m.Terminal != nil && m.Terminal.Output != nil:
+				p.paste.observe(m.Terminal.Output.Bytes)
 				if _, err := p.Out.Write(m.Terminal.Output.Bytes); err != nil {
 					return recvResult{err: fmt.Errorf("writing the session's output: %w", err)}
 				}
@@ -187,24 +199,26 @@ func (p *Pump) receive() recvResult {
 
 // prompt runs the Prompter on the receiving goroutine, so the session's
 // output waits in the channel until the decision is sent, and routes the
-// developer's keys to it instead of the session.
+// developer's keys to it instead of the session. While the prompt is
+// shown, bracketed paste is on, so that a paste arrives as one sequence
+// and never as keys; afterwards it is as the sandbox left it.
 func (p *Pump) prompt(tp protocol.TerminalPrompt) error {
 	prompter := p.Prompter
 	if prompter == nil {
 		prompter = DenyPrompter{W: p.Out}
 	}
+	_, denies := prompter.(DenyPrompter)
 	p.prompting.Store(true)
-	d, err := prompter.Decide(tp, p.keys)
+	if !denies {
+		io.WriteString(p.Out, pasteOn)
+	}
+	d, err := prompter.Decide(tp, newPromptInput(p.mark, p.keys, p.flushInput))
+	if !denies && !p.paste.on {
+		io.WriteString(p.Out, pasteOff)
+	}
 	p.prompting.Store(false)
 	// Keys typed for the prompt after its answer are dropped, not sent.
-	for drained := false; !drained; {
-		select {
-		case _, ok := <-p.keys:
-			drained = !ok
-		default:
-			drained = true
-		}
-	}
+	p.drainKeys()
 	if err != nil {
 		return fmt.Errorf("deciding escalation request %s: %w", tp.RequestID, err)
 	}
@@ -213,6 +227,40 @@ func (p *Pump) prompt(tp protocol.TerminalPrompt) error {
 		return fmt.Errorf("signing the decision on escalation request %s: %w", tp.RequestID, err)
 	}
 	return p.Channel.Decide(rec)
+}
+
+// flushInput discards the terminal's unread input (TCIFLUSH) and every
+// chunk already read, and returns the new epoch: chunks read from now on
+// carry it.
+func (p *Pump) flushInput() (uint64, bool) {
+	discarded := false
+	if p.In != nil {
+		fd := int(p.In.Fd())
+		// On a pipe (in tests) both fail: nothing is pending there.
+		if n, err := unix.IoctlGetInt(fd, unix.TIOCINQ); err == nil && n > 0 {
+			discarded = true
+		}
+		_ = unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH)
+	}
+	e := p.epoch.Add(1)
+	return e, p.drainKeys() || discarded
+}
+
+// drainKeys drops the chunks waiting in keys and reports whether there
+// were any.
+func (p *Pump) drainKeys() bool {
+	dropped := false
+	for {
+		select {
+		case _, ok := <-p.keys:
+			if !ok {
+				return dropped
+			}
+			dropped = true
+		default:
+			return dropped
+		}
+	}
 }
 
 // input reads fd until end of file or until stop becomes readable, sending
@@ -235,6 +283,9 @@ func (p *Pump) input(fd, stop int) error {
 		if fds[0].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) == 0 {
 			continue
 		}
+		// The epoch is taken before the read: a chunk that was pending
+		// when a prompt flushed the input counts as stale.
+		epoch := p.epoch.Load()
 		n, err := unix.Read(fd, buf)
 		switch {
 		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
@@ -246,7 +297,7 @@ func (p *Pump) input(fd, stop int) error {
 		}
 		if p.prompting.Load() {
 			select {
-			case p.keys <- bytes.Clone(buf[:n]):
+			case p.keys <- keyChunk{epoch: epoch, b: bytes.Clone(buf[:n])}:
 			default: // the prompter is behind; the keys are dropped
 			}
 			continue
@@ -254,5 +305,44 @@ func (p *Pump) input(fd, stop int) error {
 		if err := p.Channel.Input(buf[:n]); err != nil {
 			return err
 		}
+	}
+}
+
+const (
+	pasteOn  = "\x1b[?2004h"
+	pasteOff = "\x1b[?2004l"
+)
+
+// pasteMode follows the sandbox's bracketed paste mode (DEC private mode
+// 2004) in its output: the last CSI ? 2004 h or l seen, also when split
+// across writes. A mode set among others (CSI ? 1049 ; 2004 h) is not
+// seen; the prompt then turns the mode off afterwards, which costs the
+// sandbox's program only the brackets around a later paste.
+type pasteMode struct {
+	on   bool
+	tail []byte
+}
+
+func (m *pasteMode) observe(b []byte) {
+	const keep = len(pasteOn) - 1
+	// A sequence split across writes starts in the tail, which is
+	// shorter than it, and ends in the first bytes of b.
+	joint := append(append(make([]byte, 0, 2*keep), m.tail...), b[:min(len(b), keep)]...)
+	m.apply(joint)
+	m.apply(b)
+	if len(b) >= keep {
+		m.tail = append(m.tail[:0], b[len(b)-keep:]...)
+		return
+	}
+	m.tail = append(m.tail, b...)
+	if len(m.tail) > keep {
+		m.tail = append(m.tail[:0], m.tail[len(m.tail)-keep:]...)
+	}
+}
+
+func (m *pasteMode) apply(buf []byte) {
+	on, off := bytes.LastIndex(buf, []byte(pasteOn)), bytes.LastIndex(buf, []byte(pasteOff))
+	if on >= 0 || off >= 0 {
+		m.on = on > off
 	}
 }
