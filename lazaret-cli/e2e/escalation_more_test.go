@@ -210,13 +210,13 @@ func TestEscalationPromptEditShellFormEscapesAndQuiet(t *testing.T) {
 	t.Run("edited", func(t *testing.T) {
 		a.send(guestRun+" -- /usr/bin/echo original; echo edit-rc=$?", "Enter")
 		a.waitScreen(`command:       "/usr/bin/echo" "original"`, 60*time.Second)
-		a.send("e")
+		a.send("e", "Enter")
 		a.waitScreen("edit> ", 10*time.Second)
 		a.send("C-u")
 		a.send("-l", "/usr/bin/echo edited-by-developer")
 		a.send("Enter")
 		a.waitScreen(`edited:        "/usr/bin/echo" "edited-by-developer"`, 10*time.Second)
-		a.send("y")
+		a.send("y", "Enter")
 		a.waitScreen("\nedited-by-developer\nedit-rc=0", 60*time.Second)
 		if strings.Contains(a.screen(), "\noriginal\n") {
 			t.Errorf("the requested command ran instead of the edited one; screen:\n%s", a.screen())
@@ -242,7 +242,7 @@ func TestEscalationPromptEditShellFormEscapesAndQuiet(t *testing.T) {
 		t.Run("shell form "+tc.name, func(t *testing.T) {
 			a.send(guestRun+" -- "+tc.argv+"; echo shell-rc=$?", "Enter")
 			a.waitScreen(tc.shown, 60*time.Second)
-			a.send("n")
+			a.send("n", "Enter")
 			a.waitScreen("\nshell-rc=125", 60*time.Second)
 			a.waitPrompt()
 			a.clear()
@@ -263,7 +263,7 @@ func TestEscalationPromptEditShellFormEscapesAndQuiet(t *testing.T) {
 		if title := a.tmux("-L", a.socket, "display-message", "-p", "-t", a.name, "#{pane_title}"); strings.Contains(title, "pwned") {
 			t.Errorf("the request set the pane title to %q", title)
 		}
-		a.send("n")
+		a.send("n", "Enter")
 		a.waitScreen("\nesc-rc=125", 60*time.Second)
 		a.waitPrompt()
 		a.clear()
@@ -276,7 +276,7 @@ func TestEscalationPromptEditShellFormEscapesAndQuiet(t *testing.T) {
 		if scr := a.screen(); strings.Contains(scr, "NOISE-0") {
 			t.Fatalf("sandbox output reached the screen during the prompt; screen:\n%s", scr)
 		}
-		a.send("n")
+		a.send("n", "Enter")
 		a.waitScreen("quiet-rc=125", 60*time.Second)
 		a.waitScreen("NOISE-9", 30*time.Second)
 		a.waitPrompt()
@@ -302,7 +302,7 @@ func TestEscalationTimeoutCancelDisconnect(t *testing.T) {
 		// prompt stays until answered; the request has timed out on the
 		// host by then, and a late approval must not run it.
 		time.Sleep(7 * time.Second)
-		a.send("y")
+		a.send("y", "Enter")
 		a.waitScreen("\ntimeout-rc=124", 60*time.Second)
 		if strings.Contains(a.screen(), "\nnever-answered") {
 			t.Errorf("a timed-out request ran; screen:\n%s", a.screen())

@@ -68,7 +68,7 @@ func TestEscalationAutoApproveDenyApprove(t *testing.T) {
 			t.Errorf("the prompt does not show %s; screen:\n%s", want, scr)
 		}
 	}
-	a.send("n")
+	a.send("n", "Enter")
 	a.waitScreen("\ndeny-rc=125", 60*time.Second)
 	if strings.Contains(a.screen(), "\ndenied-one") {
 		t.Errorf("a denied command ran; screen:\n%s", a.screen())
@@ -78,7 +78,7 @@ func TestEscalationAutoApproveDenyApprove(t *testing.T) {
 	// Prompted and approved with y: the host runs it.
 	a.send(guestRun+" -- /usr/bin/echo prompted-yes; echo yes-rc=$?", "Enter")
 	a.waitScreen(`command:       "/usr/bin/echo" "prompted-yes"`, 60*time.Second)
-	a.send("y")
+	a.send("y", "Enter")
 	a.waitScreen("\nprompted-yes\nyes-rc=0", 60*time.Second)
 	a.waitPrompt()
 
