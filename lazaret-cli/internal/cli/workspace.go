@@ -127,7 +127,7 @@ func runWorkspaceIsolated(c *cli.Context) error {
 		fmt.Fprintf(w, "no host paths kept isolated for profile %q in %s\n", t.Profile, t.Workspace)
 		return nil
 	}
-	fmt.Fprintf(w, "%d host paths kept isolated for profile %q in %s (release one with: lazaret-cli workspace release --profile %s PATH):\n",
+	fmt.Fprintf(w, "%d host path(s) kept isolated for profile %q in %s (release one with: lazaret-cli workspace release --profile %s PATH):\n",
 		set.Len(), t.Profile, t.Workspace, t.Profile)
 	for _, e := range set.Entries() {
 		fmt.Fprintf(w, "  %s\n", showPath(e.String()))
@@ -252,8 +252,12 @@ func runWorkspaceReview(c *cli.Context) error {
 		fmt.Fprintf(w, "no changes to files host tools run since %s (profile %q in %s)\n", since, t.Profile, t.Workspace)
 		return nil
 	}
-	fmt.Fprintf(w, "%d changes to files host tools run since %s (profile %q in %s); read them before running those tools, then: lazaret-cli workspace review --accept --profile %s\n",
-		len(changes), since, t.Profile, t.Workspace, t.Profile)
+	noun := "changes"
+	if len(changes) == 1 {
+		noun = "change"
+	}
+	fmt.Fprintf(w, "%d %s to files host tools run since %s (profile %q in %s); read them before running those tools, then: lazaret-cli workspace review --accept --profile %s\n",
+		len(changes), noun, since, t.Profile, t.Workspace, t.Profile)
 	for _, ch := range changes {
 		fmt.Fprintf(w, "  %s\n", ch)
 	}
