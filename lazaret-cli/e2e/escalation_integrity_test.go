@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +14,11 @@ import (
 
 // hold keeps the sandbox's Domain published for d with a session running
 // /bin/sleep, so that the sessions of a test come and go in one
-// generation. It waits until the Domain is published.
-func (s *sandbox) hold(d time.Duration) {
+// generation. It waits until the Domain is published and returns the
+// published generation.
+func (s *sandbox) hold(d time.Duration) string {
 	s.t.Helper()
-	args := s.sessionArgs("exec", "2s", "/bin/sleep", strings.TrimSuffix(d.String(), "s"))
+	args := s.sessionArgs("exec", "2s", "/bin/sleep", strconv.Itoa(int(d.Seconds())))
 	cmd := exec.Command(filepath.Join(binDir(s.t), "lazaret-cli"), args...)
 	cmd.Env = append(os.Environ(), s.env...)
 	if err := cmd.Start(); err != nil {
@@ -30,12 +32,22 @@ func (s *sandbox) hold(d time.Duration) {
 	for {
 		st := s.status()
 		if len(st.Domains) == 1 && st.Domains[0].Published != nil {
-			return
+			return st.Domains[0].Published.GenerationID
 		}
 		if time.Now().After(deadline) {
 			s.t.Fatalf("the Domain was not published: %+v", st)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sameGeneration fails the test when the published generation is no
+// longer gen: the sessions of the test must share one generation.
+func (s *sandbox) sameGeneration(gen string) {
+	s.t.Helper()
+	st := s.status()
+	if len(st.Domains) != 1 || st.Domains[0].Published == nil || st.Domains[0].Published.GenerationID != gen {
+		s.t.Fatalf("the generation %s held for the test is gone: %+v", gen, st)
 	}
 }
 
@@ -63,7 +75,7 @@ next:
 // logged reason and runs nothing.
 func TestEscalationEndedSessionCapabilityRefused(t *testing.T) {
 	s := escalationSandbox(t)
-	s.hold(120 * time.Second)
+	gen := s.hold(120 * time.Second)
 	out, errOut, code := s.exec("/bin/sh", "-c", `echo "$LAZARET_SESSION_CAPABILITY" > /root/cap-a; echo saved`)
 	if code != 0 || out != "saved\n" {
 		t.Fatalf("session A: code %d, stdout %q, stderr %q", code, out, errOut)
@@ -73,6 +85,7 @@ func TestEscalationEndedSessionCapabilityRefused(t *testing.T) {
 	out, errOut, code = s.exec("/bin/sh", "-c",
 		`LAZARET_SESSION_CAPABILITY=$(cat /root/cap-a) timeout 10 `+guestRun+` -- /usr/bin/echo approved; echo rc=$?`)
 	t.Logf("session B with A's capability: code %d, stdout %q, stderr %q", code, out, errOut)
+	s.sameGeneration(gen)
 	if strings.Contains(out, "approved\n") {
 		t.Errorf("a request under the ended session A ran on the host: stdout %q", out)
 	}
@@ -105,7 +118,7 @@ func TestEscalationEndedSessionCapabilityRefused(t *testing.T) {
 // still answered.
 func TestEscalationOutboxFloodBoundedLog(t *testing.T) {
 	s := escalationSandbox(t)
-	s.hold(180 * time.Second)
+	gen := s.hold(180 * time.Second)
 	before := len(s.domainLog())
 	start := time.Now()
 	out, errOut, code := s.exec("/bin/sh", "-c", `cd /run/lazaret/mailbox/outbox || exit 1
@@ -121,6 +134,7 @@ echo flooded`)
 	}
 	flooded := time.Since(start)
 	time.Sleep(15 * time.Second)
+	s.sameGeneration(gen)
 	growth := len(s.domainLog()) - before
 	t.Logf("coordinator.log grew %d bytes in %v (flood written in %v)", growth, time.Since(start).Round(time.Second), flooded.Round(time.Second))
 	const limit = 256 << 10
@@ -170,13 +184,14 @@ func TestEscalationAuditFullDataRootFailsClosed(t *testing.T) {
 	if out, err := exec.Command("cp", "-a", saved+"/.", data).CombinedOutput(); err != nil {
 		t.Fatalf("restoring the storage root: %v\n%s", err, out)
 	}
-	s.hold(180 * time.Second)
+	gen := s.hold(180 * time.Second)
 	out, errOut, code := s.exec("/bin/sh", "-c", `dd if=/dev/zero of=/root/fill bs=1M 2>&1 | tail -1; sync; df -k /root | tail -1`)
 	t.Logf("filling /root: code %d, stdout %q, stderr %q", code, out, errOut)
 	df, err := exec.Command("df", "-k", data).CombinedOutput()
 	t.Logf("host: %s (%v)", df, err)
 	out, errOut, code = s.exec("/bin/sh", "-c", guestRun+` -- /usr/bin/echo approved; echo rc=$?`)
 	t.Logf("request on a full storage root: code %d, stdout %q, stderr %q", code, out, errOut)
+	s.sameGeneration(gen)
 	if strings.Contains(out, "approved\n") {
 		t.Errorf("a request ran while its audit record could not be made durable: stdout %q", out)
 	}
