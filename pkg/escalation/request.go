@@ -400,7 +400,7 @@ func (e *Engine) write(n mailbox.Name, rec protocol.SignedRecord) error {
 	}
 	err = e.cfg.Inbox.Write(n, &signed)
 	if errors.Is(err, mailbox.ErrExists) {
-		e.log.Warn("replacing a planted mailbox file", "file", fmt.Sprintf("%q", n.String()))
+		e.noisy.Warn("replacing a planted mailbox file", "file", fmt.Sprintf("%q", n.String()))
 		if err = e.cfg.Inbox.Remove(n.String()); err == nil {
 			err = e.cfg.Inbox.Write(n, &signed)
 		}

@@ -17,7 +17,10 @@
 // and renames it into place without replacing anything, so a reader sees
 // either no file or the complete record. A reader opens entries relative to
 // a retained directory descriptor with O_NOFOLLOW, accepts only regular
-// files of at most MaxFileBytes, reads them, and removes them.
+// files of at most MaxFileBytes, reads them, and removes them. The outbox
+// is bounded (MaxEntries, MaxBytes: a write past them is refused with
+// ErrFull), and its reader removes every entry that is not a mailbox file
+// once, whatever it is (bounds.go).
 //
 // What belongs here: names, the directory descriptors, bounded reads and
 // atomic writes, and the watcher that notices new files (inotify with a
