@@ -132,6 +132,9 @@ func (r Router) locate(path string) place {
 		}
 		return p
 	}
+	if !strings.Contains(path, "HEAD") && !hasDotGit(path) {
+		return place{} // the common case: a plain work-tree path
+	}
 	// Walk the work-tree components: the first ".git" below the root is
 	// either a frozen nested repository's or the sandbox's; an untracked
 	// entry named HEAD is the sandbox's.
@@ -187,6 +190,16 @@ func (r Router) Area(path string) string { return r.locate(path).area }
 func (r Router) HoldsRepo(dir string) bool {
 	for d := range r.Repos.Nested {
 		if d == dir || dir == "" || strings.HasPrefix(d, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// hasDotGit reports whether path holds ".git" in any case.
+func hasDotGit(path string) bool {
+	for i := 0; i+4 <= len(path); i++ {
+		if path[i] == '.' && path[i+1]|0x20 == 'g' && path[i+2]|0x20 == 'i' && path[i+3]|0x20 == 't' {
 			return true
 		}
 	}

@@ -148,3 +148,15 @@ func TestAdminRules(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRoute measures the routing of typical work-tree and .git paths,
+// the cost every lookup pays.
+func BenchmarkRoute(b *testing.B) {
+	r := Router{C: fixed{".env": true}, Index: tracked{"src/main.go": true}, Repos: Repos{Nested: map[string]bool{"vendored": true}}}
+	paths := []string{"src/d12/f1234.txt", "src/main.go", ".git/objects/ab/cdef0123", ".git/refs/heads/main", "vendored/lib/x.c", "a/b/c/d/e/f/g.txt"}
+	for i := 0; i < b.N; i++ {
+		p := paths[i%len(paths)]
+		r.Route(p, false)
+		r.Rule(p)
+	}
+}
