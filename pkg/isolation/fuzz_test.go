@@ -2,6 +2,7 @@ package isolation
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -37,6 +38,35 @@ func FuzzParseReport(f *testing.F) {
 		}
 		if !bytes.Equal(got, data) {
 			t.Fatalf("ParseReport accepted %q, which encodes back as %q", data, got)
+		}
+	})
+}
+
+// FuzzCovers checks Set.Covers against its definition: p equals an
+// entry's path or lies below it.
+func FuzzCovers(f *testing.F) {
+	f.Add(".env", "build", ".env/x")
+	f.Add("a/b", "a", "a/bc")
+	f.Fuzz(func(t *testing.T, a, b, p string) {
+		var entries []Entry
+		for _, e := range []string{a, b} {
+			if CheckPath(e) == nil && (len(entries) == 0 || entries[0].Path != e) {
+				entries = append(entries, Entry{Path: e})
+			}
+		}
+		s, err := NewSet(entries)
+		if err != nil {
+			t.Fatalf("NewSet(%q): %v", entries, err)
+		}
+		want := false
+		for _, e := range entries {
+			want = want || p == e.Path || strings.HasPrefix(p, e.Path+"/")
+		}
+		if got := s.Covers(p); got != want {
+			t.Fatalf("Covers(%q) with %q = %v, want %v", p, entries, got, want)
+		}
+		if got := (Keep{Inner: fakeClassifier{}, Set: s}).Ignored(p, false); got != want {
+			t.Fatalf("Keep.Ignored(%q) with %q = %v, want %v", p, entries, got, want)
 		}
 	})
 }

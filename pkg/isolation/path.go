@@ -38,8 +38,3 @@ func CheckPath(p string) error {
 	}
 	return nil
 }
-
-// covers reports whether p equals kept or lies below it.
-func covers(kept, p string) bool {
-	return p == kept || (len(p) > len(kept) && p[len(kept)] == '/' && p[:len(kept)] == kept)
-}
