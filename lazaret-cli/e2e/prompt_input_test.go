@@ -99,6 +99,8 @@ type ptyTerminal struct {
 	answer  personality
 	replied map[string]int
 	replies chan timedReply
+	// lastReply is when the latest reply was written.
+	lastReply time.Time
 }
 
 type timedReply struct {
@@ -188,6 +190,7 @@ func (pt *ptyTerminal) write() {
 		time.Sleep(time.Until(r.at))
 		pt.mu.Lock()
 		_, _ = pt.f.WriteString(r.bytes)
+		pt.lastReply = time.Now()
 		pt.mu.Unlock()
 	}
 }
@@ -285,10 +288,11 @@ func (s *sandbox) developerAnswers(marker string) []string {
 }
 
 // flood is a shell command that prints the queries q in a loop for
-// seconds in the background.
+// seconds in the background. It stays shorter than the sandbox shell's
+// line editor takes (busybox: 1024 bytes).
 func flood(seconds int, q ...string) string {
 	var b strings.Builder
-	for i := 0; i < 8; i++ {
+	for i := 0; i < max(1, 8/len(q)); i++ {
 		for _, x := range q {
 			for _, c := range []byte(x) {
 				fmt.Fprintf(&b, "\\%03o", c)
@@ -357,5 +361,58 @@ func TestEscalationPromptIgnoresTmuxDSRReply(t *testing.T) {
 	a.waitScreen("rc-dsr-attack=0", 60*time.Second)
 	if got := s.developerAnswers("dsr-attack"); len(got) == 0 || !strings.HasPrefix(got[0], "Approved") {
 		t.Errorf("the typed approval: audit log %q", got)
+	}
+}
+
+// TestEscalationPromptFloodedWithQueries floods every query from inside
+// the sandbox while a request waits, with a terminal that answers as
+// xterm, VTE and tmux do, late (a slow link), so that replies keep
+// arriving while the prompt is shown. Nothing is approved or denied until
+// the developer types y and Enter; then the request runs. Every prompt
+// shows the mark printed when the session began.
+func TestEscalationPromptFloodedWithQueries(t *testing.T) {
+	s := escalationSandbox(t)
+	pt := s.ptyTerminal(xterm, 300*time.Millisecond)
+	m := pt.mark()
+	pt.typeKeys("echo ready-$((6*7))\r")
+	pt.waitOutput(m, "ready-42", 90*time.Second)
+	mark := regexp.MustCompile(`show the mark ([A-Z0-9]{4}-[A-Z0-9]{4});`).FindStringSubmatch(pt.since(0))
+	if mark == nil {
+		t.Fatalf("the session's start printed no prompt mark:\n%q", tail(pt.since(0), 2000))
+	}
+	for _, p := range []personality{xterm, vte, tmuxReplies} {
+		t.Run(p.name, func(t *testing.T) {
+			marker := "flood-" + p.name
+			pt.setPersonality(p)
+			m := pt.mark()
+			start := time.Now()
+			// The request follows the flood's start, so that replies are
+			// on their way when the prompt opens.
+			pt.typeKeys(flood(6, allQueries...) + "sleep 1; " + guestRun + " -- /usr/bin/echo " + marker + "; echo rc-" + marker + "=$?\r")
+			pt.waitOutput(m, promptShown, 60*time.Second)
+			shown := time.Now()
+			assertPending(t, s, func() string { return pt.since(m) }, marker, 3*time.Second)
+			pt.mu.Lock()
+			last := pt.lastReply
+			pt.mu.Unlock()
+			if pt.repliedCount() == 0 || !last.After(shown) {
+				t.Fatalf("the emulator answered %d queries as %s, the last at %v, none while the prompt was shown (from %v)", pt.repliedCount(), p.name, last, shown)
+			}
+			if !strings.Contains(pt.since(m), "--- mark "+mark[1]+" ---") {
+				t.Errorf("the prompt does not show the session's mark %s:\n%q", mark[1], tail(pt.since(m), 3000))
+			}
+			pt.typeKeys("y", "\r")
+			pt.waitOutput(m, "rc-"+marker+"=0", 60*time.Second)
+			if got := s.developerAnswers(marker); len(got) == 0 || !strings.HasPrefix(got[0], "Approved") {
+				t.Errorf("the typed approval: audit log %q", got)
+			}
+			// The flood ends, its last replies reach the shell's line;
+			// Ctrl-C clears it for the next round.
+			time.Sleep(time.Until(start.Add(8 * time.Second)))
+			pt.typeKeys("\x03")
+			m = pt.mark()
+			pt.typeKeys("echo clean-$((6*7))\r")
+			pt.waitOutput(m, "clean-42", 30*time.Second)
+		})
 	}
 }
