@@ -17,6 +17,11 @@ import (
 // ordinary ones.
 const Reserve = 4 << 20
 
+// RefusingName is the file in a Domain's runtime directory that the
+// coordinator keeps while its audit log refuses escalation requests; it
+// holds the reason, one line, for status.
+const RefusingName = "audit-refusing"
+
 // ErrNoSpace: the log's file system has too little free space, or the
 // reserve past its end could not be allocated, so the records of a new
 // request could not all be made durable.

@@ -232,6 +232,13 @@ func domainStatus(runtimeRoot, storageRoot string, id ids.DomainID, locks map[lo
 		if err := audit.CheckSpace(ap); err != nil {
 			st.Audit, st.AuditError = AuditRefusing, strings.TrimPrefix(err.Error(), fmt.Sprintf("audit log %q: ", ap))
 		}
+		// The running coordinator's own word, when it refuses for another
+		// reason too (a write that failed stops the log); a file left by a
+		// coordinator that was killed says nothing.
+		if b, err := os.ReadFile(filepath.Join(p.Dir, audit.RefusingName)); err == nil && len(b) > 0 && st.Lock == LockHeld {
+			st.Audit = AuditRefusing
+			st.AuditError = strings.TrimPrefix(strings.TrimSpace(string(b[:min(len(b), 4096)])), fmt.Sprintf("audit log %q: ", ap))
+		}
 	}
 	s, err := domainstore.OpenFile(st.StorePath, domainstore.Options{ReadOnly: true, LockTimeout: storeReadTimeout})
 	switch {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,9 +44,14 @@ type hostEscalation struct {
 	audit         *audit.Writer
 	log           *slog.Logger
 	limiter       *loglimit.Limiter
-	cancel        context.CancelFunc
-	served        chan struct{}
-	stopOnce      sync.Once
+	// refusingPath is audit.RefusingName in the Domain's runtime
+	// directory, present while the audit log refuses requests.
+	refusingPath string
+	refusedMu    sync.Mutex
+	refused      string // the reason in refusingPath, "" when absent
+	cancel       context.CancelFunc
+	served       chan struct{}
+	stopOnce     sync.Once
 
 	mu       sync.Mutex
 	bindings map[ids.SessionID]protocol.SessionBinding
@@ -94,12 +101,13 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 	limiter := loglimit.New(g.log.Handler(), 0, 0)
 	noisy := limiter.Logger()
 	h := &hostEscalation{
-		limiter:  limiter,
-		audit:    aw,
-		log:      g.log,
-		served:   make(chan struct{}),
-		bindings: map[ids.SessionID]protocol.SessionBinding{},
-		routes:   map[ids.SessionID]*promptRoute{},
+		refusingPath: filepath.Join(g.paths.Dir, audit.RefusingName),
+		limiter:      limiter,
+		audit:        aw,
+		log:          g.log,
+		served:       make(chan struct{}),
+		bindings:     map[ids.SessionID]protocol.SessionBinding{},
+		routes:       map[ids.SessionID]*promptRoute{},
 	}
 	if h.outbox, err = mailbox.OpenDir(root, mailbox.Outbox, noisy); err != nil {
 		aw.Close()
@@ -132,13 +140,18 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 				if err := aw.Admit(); err != nil {
 					g.log.Error("refusing an escalation request: the audit log cannot record it", "path", fmt.Sprintf("%q", auditPath),
 						"request", ev.Request.String(), "err", err.Error())
+					h.refusing(err)
 					return err
 				}
 			}
 			if err := aw.Append(audit.FromEvent(g.id, time.Now(), ev)); err != nil {
 				g.log.Error("writing the escalation audit log", "path", fmt.Sprintf("%q", auditPath),
 					"request", ev.Request.String(), "phase", string(ev.Phase), "err", err.Error())
+				h.refusing(err)
 				return err
+			}
+			if ev.Phase == escalation.PhaseVerified {
+				h.refusing(nil)
 			}
 			return nil
 		},
@@ -189,6 +202,7 @@ func (h *hostEscalation) stop() {
 		h.cancel()
 		<-h.served
 		h.engine.Close()
+		h.refusing(nil)
 		h.limiter.Flush(context.Background())
 		h.outbox.Close()
 		h.inbox.Close()
@@ -233,6 +247,38 @@ func (h *hostEscalation) attach(id ids.SessionID) *promptRoute {
 	h.routes[id] = r
 	h.mu.Unlock()
 	return r
+}
+
+// refusing records for status whether the audit log refuses requests:
+// err's text in audit.RefusingName of the runtime directory (which is not
+// on the storage root's file system), or no file when err is nil. It
+// writes only when the state changes.
+func (h *hostEscalation) refusing(err error) {
+	reason := ""
+	if err != nil {
+		reason = strings.ReplaceAll(err.Error(), "\n", " ")
+	}
+	h.refusedMu.Lock()
+	defer h.refusedMu.Unlock()
+	if reason == h.refused {
+		return
+	}
+	var werr error
+	if reason == "" {
+		if werr = os.Remove(h.refusingPath); errors.Is(werr, fs.ErrNotExist) {
+			werr = nil
+		}
+	} else {
+		tmp := h.refusingPath + ".tmp"
+		if werr = os.WriteFile(tmp, []byte(reason+"\n"), 0o600); werr == nil {
+			werr = os.Rename(tmp, h.refusingPath)
+		}
+	}
+	if werr != nil {
+		h.log.Error("recording the audit log's state for status", "path", fmt.Sprintf("%q", h.refusingPath), "err", werr.Error())
+		return
+	}
+	h.refused = reason
 }
 
 // endSession ends a session for the engine: its capability stops
