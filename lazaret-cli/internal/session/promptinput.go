@@ -38,7 +38,9 @@ type PromptInput struct {
 	// have been cut in two; input is dropped until it pauses for escIdle.
 	unsettled bool
 	parser    KeyParser
-	queue     []Event
+	// queue holds parsed events from head on.
+	queue []Event
+	head  int
 }
 
 // newPromptInput is a PromptInput over chunks; flush (may be nil) discards
@@ -60,7 +62,7 @@ func (in *PromptInput) Ready() {
 		in.min, in.unsettled = in.flush()
 	}
 	in.parser = KeyParser{}
-	in.queue = in.queue[:0]
+	in.queue, in.head = in.queue[:0], 0
 }
 
 // Next returns the next input event. It returns ErrTerminalClosed when
@@ -75,6 +77,9 @@ func (in *PromptInput) Next() (Event, error) {
 			idle.Stop()
 		}
 	}()
+	if in.head == len(in.queue) {
+		in.queue, in.head = in.queue[:0], 0
+	}
 	for len(in.queue) == 0 {
 		var timeout <-chan time.Time
 		if in.unsettled || in.parser.Pending() {
@@ -108,8 +113,8 @@ func (in *PromptInput) Next() (Event, error) {
 			in.queue = append(in.queue, in.parser.Idle()...)
 		}
 	}
-	ev := in.queue[0]
-	in.queue = in.queue[1:]
+	ev := in.queue[in.head]
+	in.head++
 	return ev, nil
 }
 
