@@ -226,3 +226,45 @@ func TestStartRefusesSandboxConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestSubmoduleKeepsWorking checks a gitfile submodule present at start:
+// git commits in it through the view, while its administrative directory
+// in .git/modules has the same allowlist as the top-level .git, and its
+// gitfile is read-only.
+func TestSubmoduleKeepsWorking(t *testing.T) {
+	e0 := &env{home: t.TempDir()}
+	origin := filepath.Join(t.TempDir(), "origin")
+	e0.git(t, t.TempDir(), "init", "-q", "-b", "main", origin)
+	writeFile(t, filepath.Join(origin, "lib.txt"), "lib\n")
+	e0.git(t, origin, "add", "lib.txt")
+	e0.git(t, origin, "commit", "-q", "-m", "lib")
+	e := setup(t, baseFiles, "")
+	// Release the view started on the repository without the submodule
+	// and start again once it has one.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.d.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.git(t, e.host, "-c", "protocol.file.allow=always", "submodule", "add", "-q", origin, "sub")
+	e.git(t, e.host, "commit", "-q", "-m", "submodule")
+	e.start(t, "")
+	v := e.mnt
+	writeFile(t, filepath.Join(v, "sub", "lib.txt"), "changed inside\n")
+	e.git(t, filepath.Join(v, "sub"), "commit", "-q", "-a", "-m", "inside")
+	if got := e.git(t, filepath.Join(e.host, "sub"), "log", "--format=%s"); got != "inside\nlib\n" {
+		t.Errorf("host git log in sub = %q", got)
+	}
+	for _, p := range []string{".git/modules/sub/config", ".git/modules/sub/hooks/pre-commit", ".git/modules/sub/info/attributes", "sub/.git", ".git/modules/sub2"} {
+		err := os.WriteFile(filepath.Join(v, p), []byte(evilConfigText), 0o644)
+		if !errors.Is(err, unix.EROFS) {
+			t.Errorf("writing %s through the view: %v, want EROFS", p, err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(v, ".git/modules/other"), 0o755); !errors.Is(err, unix.EROFS) {
+		t.Errorf("mkdir of a new submodule directory through the view: %v, want EROFS", err)
+	}
+	if err := os.Symlink("../../config", filepath.Join(v, ".git/modules/sub/refs/heads/lz")); !errors.Is(err, unix.EPERM) {
+		t.Errorf("symlink among the submodule's refs: %v, want EPERM", err)
+	}
+}
