@@ -12,6 +12,10 @@
 //     the exit code a session's end maps to;
 //   - the developer's terminal: raw mode restored on every exit path, and
 //     the interactive pump between the terminal and the control channel;
+//   - the escalation prompt: the terminal input parser (KeyParser) that
+//     tells keys from sequences and terminal replies, the prompt's input
+//     (PromptInput: flushed when drawn, with the session's prompt mark)
+//     and the menu whose choice is a letter confirmed by Enter;
 //   - the read-only Domain status shown by `lazaret-cli status`;
 //   - stopping a Domain's generation (Stopper): finding the coordinator
 //     that holds the lock, pinning it with a pidfd and sending it SIGTERM.
