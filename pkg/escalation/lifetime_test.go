@@ -135,3 +135,43 @@ func TestAuditFailsClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestEndSessionOrdersReceipt: however a request and the session's end
+// race, once EndSession has returned no request of the session is
+// reported Verified, so the trace records every receipt before the
+// session's end.
+func TestEndSessionOrdersReceipt(t *testing.T) {
+	for i := range 20 {
+		var ended atomic.Bool
+		late := make(chan escalation.Event, 4)
+		h := newHarness(t, func(bin string) []config.AutoApprovalRule {
+			return []config.AutoApprovalRule{{CanonicalExecutable: "/usr/bin/true"}}
+		}, func(c *escalation.Config) {
+			inner := c.OnEvent
+			c.OnEvent = func(ev escalation.Event) {
+				if ev.Phase == escalation.PhaseVerified && ended.Load() {
+					late <- ev
+				}
+				inner(ev)
+			}
+		})
+		g := h.guest(t, "/usr/bin/true")
+		if err := g.Send(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(i) * time.Millisecond)
+		h.e.EndSession(h.f.Binding.SessionID)
+		ended.Store(true)
+		// Either the request was received before the end, or it is
+		// discarded: wait for one of the two.
+		deadline := time.Now().Add(5 * time.Second)
+		for len(h.eventsOf(g.Request.RequestID)) == 0 && len(h.discards) == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		select {
+		case ev := <-late:
+			t.Fatalf("round %d: request %x reported Verified after EndSession returned", i, ev.Request)
+		default:
+		}
+	}
+}
