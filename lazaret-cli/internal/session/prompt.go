@@ -100,12 +100,14 @@ func (t TerminalPrompter) Decide(p protocol.TerminalPrompt, in *PromptInput) (pr
 }
 
 // promptReset puts the terminal's rendering state that sandbox output may
-// have changed back to what makes the prompt legible and whole: SGR
-// attributes, the ASCII character set in G0 and G1 shifted in, no insert
-// mode, autowrap, a visible cursor, no reverse screen, no origin mode, no
-// left and right margins, no scrolling region; then the cursor goes to the
-// bottom line, so the prompt scrolls the whole screen up.
-const promptReset = "\x1b[0m\x1b(B\x1b)B\x0f\x1b[4l\x1b[?7h\x1b[?25h\x1b[?5l\x1b[?6l\x1b[?69l\x1b[r\x1b[9999;1H"
+// have changed back to what makes the prompt legible and whole: no
+// scrolling region (reset between saving and restoring the cursor, DECSC
+// and DECRC, since DECSTBM moves the cursor home), SGR attributes, the
+// ASCII character set in G0 and G1 shifted in, no insert mode, autowrap,
+// a visible cursor, no reverse screen, no left and right margins. The
+// prompt is then drawn from where the cursor was, and scrolls the whole
+// screen.
+const promptReset = "\x1b7\x1b[r\x1b8\x1b[0m\x1b(B\x1b)B\x0f\x1b[4l\x1b[?7h\x1b[?25h\x1b[?5l\x1b[?69l"
 
 // menuLine is the last line of the prompt.
 const menuLine = "[y] approve  [n] deny  [e] edit the command; the letter, then Enter > "
