@@ -144,7 +144,10 @@ func TestServeEndToEndWorkspaceAttacks(t *testing.T) {
 		{name: "hooks", script: hooksScript("/workspace/.git/hooks", marker("hooks")) + "mkdir /workspace/.git/hooks2\n",
 			absent: []string{".git/hooks/pre-commit", ".git/hooks2"}},
 		{name: "alternates", script: "mkdir -p /workspace/.git/objects/info\necho " + base + " > /workspace/.git/objects/info/alternates\n" +
-			"echo http://lazaret.invalid/ > /workspace/.git/objects/info/http-alternates\n",
+			"echo http://lazaret.invalid/ > /workspace/.git/objects/info/http-alternates\n" +
+			// Assembled elsewhere and moved into place.
+			"mkdir /workspace/.git/objects/lzalt && echo " + base + " > /workspace/.git/objects/lzalt/alternates\n" +
+			"rmdir /workspace/.git/objects/info; mv /workspace/.git/objects/lzalt /workspace/.git/objects/info\n",
 			absent: []string{".git/objects/info/alternates", ".git/objects/info/http-alternates"}},
 		{name: "info-attributes-filter", script: "mkdir -p /workspace/.git/info\n" +
 			writeScript("/workspace/.git/info/attributes", "* filter=lzevil diff=lzevil\n") +

@@ -268,3 +268,44 @@ func TestSubmoduleKeepsWorking(t *testing.T) {
 		t.Errorf("symlink among the submodule's refs: %v, want EPERM", err)
 	}
 }
+
+// TestAdminDirectoryRenames checks that no directory rename inside .git
+// brings a file to a sealed path or takes a sealed file out of its place:
+// objects/info/alternates assembled in another directory and renamed onto
+// objects/info, or objects/info renamed away from a host alternates file.
+func TestAdminDirectoryRenames(t *testing.T) {
+	e := setup(t, baseFiles, "")
+	h, v := e.host, e.mnt
+	staged := filepath.Join(v, ".git/objects/lzalt")
+	if err := os.Mkdir(staged, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(staged, "alternates"), h+"\n")
+	// git init leaves objects/info empty; the allowlist lets it go.
+	if err := os.Remove(filepath.Join(v, ".git/objects/info")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(staged, filepath.Join(v, ".git/objects/info")); !errors.Is(err, unix.EXDEV) {
+		t.Errorf("renaming a directory holding alternates onto objects/info: %v, want EXDEV", err)
+	}
+	if err := os.Rename(filepath.Join(v, ".git/objects"), filepath.Join(v, ".git/refs/lzobjects")); !errors.Is(err, unix.EXDEV) {
+		t.Errorf("renaming objects: %v, want EXDEV", err)
+	}
+	if _, err := os.Lstat(filepath.Join(h, ".git/objects/info/alternates")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("host has objects/info/alternates (%v)", err)
+	}
+	// A host alternates file stays where git reads it, read-only.
+	if err := os.Rename(staged, filepath.Join(v, ".git/objects/info-lz")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(h, ".git/objects/info"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(h, ".git/objects/info/alternates"), "/host/objects\n")
+	if err := os.Rename(filepath.Join(v, ".git/objects/info"), filepath.Join(v, ".git/objects/lzinfo")); !errors.Is(err, unix.EXDEV) {
+		t.Errorf("renaming objects/info away from its alternates: %v, want EXDEV", err)
+	}
+	if got := readFile(t, filepath.Join(h, ".git/objects/info/alternates")); got != "/host/objects\n" {
+		t.Errorf("host alternates = %q", got)
+	}
+}

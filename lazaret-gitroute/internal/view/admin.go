@@ -184,6 +184,16 @@ func (r Router) Rule(path string) Rule {
 // work-tree path. Entries may move only within one area.
 func (r Router) Area(path string) string { return r.locate(path).area }
 
+// Shelters reports whether path is an allowlisted directory of an
+// administrative area below which sealed paths lie (objects and
+// objects/info, which hold the alternates files). Renaming it, or renaming
+// a directory onto it, would carry a file the sandbox wrote to a sealed
+// path or a sealed file out of its place, so the view refuses both.
+func (r Router) Shelters(path string) bool {
+	p := r.locate(path)
+	return p.area != "" && (p.rel == "objects" || p.rel == "objects/info")
+}
+
 // HoldsRepo reports whether the work-tree directory dir is, or holds, a
 // nested repository frozen at generation start. Renaming it would move a
 // repository to a path the view no longer recognises as one.

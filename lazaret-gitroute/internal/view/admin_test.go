@@ -142,6 +142,11 @@ func TestAdminRules(t *testing.T) {
 			}
 		})
 	}
+	for path, want := range map[string]bool{".git/objects": true, ".git/objects/info": true, "vendored/.git/objects/info": true, ".git/objects/ab": false, ".git/refs": false, "objects/info": false, ".git": false} {
+		if got := r.Shelters(path); got != want {
+			t.Errorf("Shelters(%q) = %v, want %v", path, got, want)
+		}
+	}
 	for dir, want := range map[string]bool{"": true, "vendored": true, "lib": true, "lib/sub": true, "src": false, "vendoredx": false, "li": false} {
 		if got := r.HoldsRepo(dir); got != want {
 			t.Errorf("HoldsRepo(%q) = %v, want %v", dir, got, want)

@@ -455,7 +455,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return errno(err)
 	}
 	srcDir := sst.Mode&unix.S_IFMT == unix.S_IFDIR
-	if srcDir && n.f.router.HoldsRepo(sp) {
+	if srcDir && n.f.router.HoldsRepo(sp) || n.f.router.Shelters(sp) || n.f.router.Shelters(dp) {
 		return syscall.EXDEV
 	}
 	if n.f.router.Route(dp, srcDir) != sb {
