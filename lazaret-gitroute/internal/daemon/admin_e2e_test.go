@@ -309,3 +309,49 @@ func TestAdminDirectoryRenames(t *testing.T) {
 		t.Errorf("host alternates = %q", got)
 	}
 }
+
+// TestTrackedBareLayout checks a directory that holds a tracked HEAD at
+// start (a committed fixture repository): git may take it for a bare
+// repository, so its config, hooks and commondir are read-only through the
+// view, it cannot be renamed away from its place in the index, and git in
+// it reads the configuration it had.
+func TestTrackedBareLayout(t *testing.T) {
+	files := map[string]string{
+		"README.md":                           "hello\n",
+		"testdata/fixture/HEAD":               "ref: refs/heads/main\n",
+		"testdata/fixture/config":             "[core]\n\tbare = true\n",
+		"testdata/fixture/objects/info/.keep": "",
+		"testdata/fixture/refs/heads/.keep":   "",
+		"testdata/fixture/description":        "fixture\n",
+	}
+	e := setup(t, files, "")
+	h, v := e.host, e.mnt
+	for _, p := range []string{"testdata/fixture/config", "testdata/fixture/commondir", "testdata/fixture/config.worktree", "testdata/fixture/hooks", "testdata/fixture/description"} {
+		var err error
+		if p == "testdata/fixture/hooks" {
+			err = os.Mkdir(filepath.Join(v, p), 0o755)
+		} else {
+			err = os.WriteFile(filepath.Join(v, p), []byte(evilConfigText), 0o644)
+		}
+		if !errors.Is(err, unix.EROFS) {
+			t.Errorf("writing %s through the view: %v, want EROFS", p, err)
+		}
+	}
+	writeFile(t, filepath.Join(v, "testdata/fixture/HEAD"), "ref: refs/heads/other\n")
+	if err := os.Rename(filepath.Join(v, "testdata/fixture"), filepath.Join(v, "testdata/fixture2")); !errors.Is(err, unix.EROFS) {
+		t.Errorf("renaming the fixture: %v, want EROFS", err)
+	}
+	if err := os.Rename(filepath.Join(v, "testdata"), filepath.Join(v, "testdata2")); !errors.Is(err, unix.EXDEV) {
+		t.Errorf("renaming the directory holding the fixture: %v, want EXDEV", err)
+	}
+	cmd := exec.Command("git", "config", "--list", "--show-origin")
+	cmd.Dir = filepath.Join(h, "testdata/fixture")
+	cmd.Env = []string{"HOME=" + e.home, "GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git config in the fixture: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "fsmonitor") || !strings.Contains(string(out), "core.bare=true") {
+		t.Errorf("git config in the fixture = %q, want the committed configuration", out)
+	}
+}

@@ -102,11 +102,11 @@ func Run(ctx context.Context, cfg Config) error {
 		"kept_paths", keep.Len(), "isolated_host_entries", len(walk.found), "kept_only", walk.kept())
 	cfg.Log.Info("classification frozen", "host_root", cfg.HostRoot, "ignore_files", cls.Matcher.Files(), "tracked_paths", cls.Index.Len())
 	router := view.Router{C: walk.classifier(cls), Index: cls.Index}
-	router.Repos, err = freezeRepos(view.NewTree(hostFd), router.C)
+	router.Repos, err = freezeRepos(view.NewTree(hostFd), router.C, cls.Index)
 	if err != nil {
 		return fail(gitroute.StageClassify, err)
 	}
-	cfg.Log.Info("repositories frozen", "nested", len(router.Repos.Nested), "modules", len(router.Repos.Modules))
+	cfg.Log.Info("repositories frozen", "nested", len(router.Repos.Nested), "modules", len(router.Repos.Modules), "bare", len(router.Repos.Bare))
 
 	mnt, err := mountView(cfg.Mountpoint, cfg.Method)
 	if err != nil {

@@ -13,12 +13,13 @@ import (
 
 // freezeRepos records the repositories present at generation start: every
 // work-tree directory git would walk into that holds a ".git" (directory
-// or gitfile), and every administrative directory below .git/modules. The
-// view serves their administrative areas under the allowlist and any
-// other ".git" from the isolated root.
-func freezeRepos(tree view.Tree, cls view.Classifier) (view.Repos, error) {
-	r := view.Repos{Nested: map[string]bool{}, Modules: map[string]bool{}}
-	if err := nested(tree, cls, "", r.Nested); err != nil {
+// or gitfile) or a tracked file named HEAD (a bare repository's layout),
+// and every administrative directory below .git/modules. The view serves
+// their administrative areas under the allowlist and any other ".git"
+// from the isolated root.
+func freezeRepos(tree view.Tree, cls view.Classifier, idx view.Tracker) (view.Repos, error) {
+	r := view.Repos{Nested: map[string]bool{}, Modules: map[string]bool{}, Bare: map[string]bool{}}
+	if err := nested(tree, cls, idx, "", r); err != nil {
 		return view.Repos{}, err
 	}
 	if err := modules(tree, ".git/modules", r.Modules, 0); err != nil {
@@ -30,7 +31,7 @@ func freezeRepos(tree view.Tree, cls view.Classifier) (view.Repos, error) {
 // nested walks dir as gitignore.Load does: not into the top-level .git,
 // not into ignored directories (their host copies are never shown), and
 // not below a nested repository.
-func nested(tree view.Tree, cls view.Classifier, dir string, out map[string]bool) error {
+func nested(tree view.Tree, cls view.Classifier, idx view.Tracker, dir string, out view.Repos) error {
 	ents, err := tree.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("listing workspace directory %q: %w", dir, err)
@@ -38,8 +39,13 @@ func nested(tree view.Tree, cls view.Classifier, dir string, out map[string]bool
 	if dir != "" {
 		for _, e := range ents {
 			if e.Name == ".git" {
-				out[dir] = true
+				out.Nested[dir] = true
 				return nil
+			}
+		}
+		for _, e := range ents {
+			if e.Name == "HEAD" && !e.IsDir && idx.Tracked(path.Join(dir, "HEAD"), false) {
+				out.Bare[dir] = true
 			}
 		}
 	}
@@ -51,7 +57,7 @@ func nested(tree view.Tree, cls view.Classifier, dir string, out map[string]bool
 		if cls.Ignored(child, true) {
 			continue
 		}
-		if err := nested(tree, cls, child, out); err != nil {
+		if err := nested(tree, cls, idx, child, out); err != nil {
 			return err
 		}
 	}

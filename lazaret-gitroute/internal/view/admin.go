@@ -41,6 +41,11 @@ type Repos struct {
 	// Modules holds the administrative directories below .git/modules
 	// (view paths such as ".git/modules/lib") present at generation start.
 	Modules map[string]bool
+	// Bare holds the work-tree directories that held a tracked file named
+	// HEAD at generation start: git may take such a directory for a bare
+	// repository, so it is an administrative area too, and the sandbox
+	// cannot change the config, hooks or commondir git would read there.
+	Bare map[string]bool
 }
 
 // Tracker says whether a path is in the frozen index.
@@ -132,6 +137,16 @@ func (r Router) locate(path string) place {
 		}
 		return p
 	}
+	if len(r.Repos.Bare) != 0 {
+		for end := 0; end < len(path); end++ {
+			if path[end] == '/' && r.Repos.Bare[path[:end]] {
+				return place{area: path[:end], rel: path[end+1:]}
+			}
+		}
+		if r.Repos.Bare[path] {
+			return place{area: path}
+		}
+	}
 	if !strings.Contains(path, "HEAD") && !hasDotGit(path) {
 		return place{} // the common case: a plain work-tree path
 	}
@@ -198,9 +213,11 @@ func (r Router) Shelters(path string) bool {
 // nested repository frozen at generation start. Renaming it would move a
 // repository to a path the view no longer recognises as one.
 func (r Router) HoldsRepo(dir string) bool {
-	for d := range r.Repos.Nested {
-		if d == dir || dir == "" || strings.HasPrefix(d, dir+"/") {
-			return true
+	for _, set := range []map[string]bool{r.Repos.Nested, r.Repos.Bare} {
+		for d := range set {
+			if d == dir || dir == "" || strings.HasPrefix(d, dir+"/") {
+				return true
+			}
 		}
 	}
 	return false

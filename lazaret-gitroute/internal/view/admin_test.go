@@ -21,10 +21,11 @@ func (t tracked) Tracked(p string, isDir bool) bool {
 func TestAdminRules(t *testing.T) {
 	r := Router{
 		C:     fixed{".env": true},
-		Index: tracked{"docs/HEAD": true, "HEAD/readme": true, "src/main.go": true},
+		Index: tracked{"docs/HEAD": true, "HEAD/readme": true, "src/main.go": true, "testdata/repo.git/HEAD": true, "testdata/repo.git/config": true},
 		Repos: Repos{
 			Nested:  map[string]bool{"vendored": true, "lib/sub": true},
 			Modules: map[string]bool{".git/modules/gm": true, ".git/modules/gm/modules/inner": true},
+			Bare:    map[string]bool{"testdata/repo.git": true},
 		},
 	}
 	cases := []struct {
@@ -122,6 +123,13 @@ func TestAdminRules(t *testing.T) {
 		{"docs/HEAD", Sealed, Host, ""},
 		{"HEAD/readme", Free, Host, ""},
 		{"HEAD/new", Free, Host, ""},
+		// A directory holding a tracked HEAD at start is an area.
+		{"testdata/repo.git", Sealed, Host, "testdata/repo.git"},
+		{"testdata/repo.git/HEAD", Admin, Host, "testdata/repo.git"},
+		{"testdata/repo.git/config", Sealed, Host, "testdata/repo.git"},
+		{"testdata/repo.git/hooks/post-update", Sealed, Host, "testdata/repo.git"},
+		{"testdata/repo.git/objects/ab/cd", Admin, Host, "testdata/repo.git"},
+		{"testdata/repo.git.orig", Free, Host, ""},
 		// The work tree.
 		{"src/main.go", Free, Host, ""},
 		{".env", Free, Isolated, ""},
@@ -147,7 +155,7 @@ func TestAdminRules(t *testing.T) {
 			t.Errorf("Shelters(%q) = %v, want %v", path, got, want)
 		}
 	}
-	for dir, want := range map[string]bool{"": true, "vendored": true, "lib": true, "lib/sub": true, "src": false, "vendoredx": false, "li": false} {
+	for dir, want := range map[string]bool{"": true, "vendored": true, "lib": true, "lib/sub": true, "src": false, "vendoredx": false, "li": false, "testdata": true} {
 		if got := r.HoldsRepo(dir); got != want {
 			t.Errorf("HoldsRepo(%q) = %v, want %v", dir, got, want)
 		}
