@@ -416,3 +416,51 @@ func TestEscalationPromptFloodedWithQueries(t *testing.T) {
 		})
 	}
 }
+
+// TestEscalationPromptLegibleAfterHostileOutput: before its request, the
+// sandbox confines scrolling to the top line and switches to the DEC
+// line-drawing character set, which would leave only the prompt's last
+// line on the screen, in the wrong glyphs. The prompt resets both and is
+// shown whole.
+func TestEscalationPromptLegibleAfterHostileOutput(t *testing.T) {
+	s := escalationSandbox(t)
+	a := s.terminal("a")
+	a.ready()
+	a.send(`printf '\033[1;1r\033(0\016'; `+guestRun+" --justification plain-words -- /usr/bin/echo hostile-state; echo rc-hostile=$?", "Enter")
+	a.waitScreen("[y] approve  [n] deny  [e] edit the command", 60*time.Second)
+	scr := a.screen()
+	for _, want := range []string{"--- lazaret: host escalation request --- mark ", `command:       "/usr/bin/echo" "hostile-state"`, `justification: "plain-words"`} {
+		if !strings.Contains(scr, want) {
+			t.Errorf("the screen lacks %s; screen:\n%s", want, scr)
+		}
+	}
+	a.send("n", "Enter")
+	a.waitScreen("rc-hostile=125", 60*time.Second)
+}
+
+// TestEscalationPromptIgnoresDSRReplyAsTmux is the DSR attack with tmux's
+// reply bytes from the emulator, across a link of 30 ms, so that the reply
+// is in flight when the prompt opens: under a local tmux the reply comes
+// back within a millisecond, and the attack depends on timing
+// (TestEscalationPromptIgnoresTmuxDSRReply).
+func TestEscalationPromptIgnoresDSRReplyAsTmux(t *testing.T) {
+	s := escalationSandbox(t)
+	pt := s.ptyTerminal(tmuxReplies, 30*time.Millisecond)
+	m := pt.mark()
+	pt.typeKeys("echo ready-$((6*7))\r")
+	pt.waitOutput(m, "ready-42", 90*time.Second)
+
+	m = pt.mark()
+	pt.typeKeys(flood(8, qDSR) + guestRun + " -- /usr/bin/echo dsr-tmux-attack; echo rc-dsr-tmux-attack=$?\r")
+	pt.waitOutput(m, promptShown, 60*time.Second)
+	assertPending(t, s, func() string { return pt.since(m) }, "dsr-tmux-attack", 3*time.Second)
+	if pt.repliedCount() == 0 {
+		t.Fatal("the emulator answered no DSR query: the attack did not run")
+	}
+	time.Sleep(6 * time.Second)
+	pt.typeKeys("y", "\r")
+	pt.waitOutput(m, "rc-dsr-tmux-attack=0", 60*time.Second)
+	if got := s.developerAnswers("dsr-tmux-attack"); len(got) == 0 || !strings.HasPrefix(got[0], "Approved") {
+		t.Errorf("the typed approval: audit log %q", got)
+	}
+}
