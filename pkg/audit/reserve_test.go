@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/testgate"
 )
 
 func TestAdmitAllocatesReserve(t *testing.T) {
@@ -73,9 +75,8 @@ func TestAdmitRefuses(t *testing.T) {
 // ErrNoSpace, records of a request admitted before still fit in the
 // reserve, and Admit succeeds again once space is freed.
 func TestAdmitOnFullFileSystem(t *testing.T) {
-	if os.Getenv("LAZARET_TEST_ROOT") != "1" {
-		t.Skip("mounting a tmpfs needs root; set LAZARET_TEST_ROOT=1 as root")
-	}
+	testgate.Opted(t)
+	testgate.Root(t)
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount: %v\n%s", err, out)
