@@ -69,8 +69,12 @@ type KeyParser struct {
 	// length counts the bytes of the current sequence.
 	length int
 	// eightBit: the current string began with an 8-bit introducer, so
-	// the 8-bit ST (0x9c) ends it.
-	eightBit bool
+	// the 8-bit ST ends it: the byte 0x9c, or, when the introducer came
+	// UTF-8 encoded (c1UTF8), the character U+009C, bytes C2 9C, so that
+	// a 0x9c continuation byte of another character does not end it.
+	eightBit, c1UTF8 bool
+	// prev is the byte before c inside a string.
+	prev byte
 	// csiSS3: the current CSI is SS3; csiPlain: it has had no parameter
 	// or intermediate byte yet (CSI M is then an X10 mouse report).
 	csiSS3, csiPlain bool
@@ -127,7 +131,7 @@ func (k *KeyParser) seq(evs []Event) []Event {
 
 // begin enters state s as the start of a sequence.
 func (k *KeyParser) begin(s parseState, eightBit bool) {
-	k.state, k.length, k.eightBit = s, 1, eightBit
+	k.state, k.length, k.eightBit, k.c1UTF8, k.prev = s, 1, eightBit, false, 0
 	k.csiSS3, k.csiPlain, k.csiN = false, true, 0
 }
 
@@ -156,6 +160,15 @@ func (k *KeyParser) byte(evs []Event, c byte) []Event {
 		k.state = stGround
 		r, _ := utf8.DecodeRune(k.utf8[:k.utf8N])
 		if r == utf8.RuneError {
+			return evs
+		}
+		if r >= 0x80 && r <= 0x9f {
+			// A C1 control encoded as UTF-8: how a terminal in UTF-8
+			// mode sends 8-bit controls (after the sandbox printed
+			// S8C1T, ESC SP G). It introduces a sequence exactly as
+			// the raw byte does; it is never a key.
+			evs = k.ground(evs, byte(r))
+			k.c1UTF8 = k.state != stGround
 			return evs
 		}
 		return append(evs, Event{Kind: EventKey, Rune: r})
@@ -225,10 +238,12 @@ func (k *KeyParser) byte(evs []Event, c byte) []Event {
 		}
 		return evs
 	case stString:
+		prev := k.prev
+		k.prev = c
 		switch {
 		case c == 0x07:
 			return k.seq(evs)
-		case c == 0x9c && k.eightBit:
+		case c == 0x9c && k.eightBit && (!k.c1UTF8 || prev == 0xc2):
 			return k.seq(evs)
 		case c == 0x1b:
 			k.state = stStringEsc

@@ -104,10 +104,11 @@ func (t TerminalPrompter) Decide(p protocol.TerminalPrompt, in *PromptInput) (pr
 // scrolling region (reset between saving and restoring the cursor, DECSC
 // and DECRC, since DECSTBM moves the cursor home), SGR attributes, the
 // ASCII character set in G0 and G1 shifted in, no insert mode, autowrap,
-// a visible cursor, no reverse screen, no left and right margins. The
+// a visible cursor, no reverse screen, no left and right margins, and
+// 7-bit controls in the terminal's replies (S7C1T, ESC SP F). The
 // prompt is then drawn from where the cursor was, and scrolls the whole
 // screen.
-const promptReset = "\x1b7\x1b[r\x1b8\x1b[0m\x1b(B\x1b)B\x0f\x1b[4l\x1b[?7h\x1b[?25h\x1b[?5l\x1b[?69l"
+const promptReset = "\x1b7\x1b[r\x1b8\x1b[0m\x1b(B\x1b)B\x0f\x1b[4l\x1b[?7h\x1b[?25h\x1b[?5l\x1b[?69l\x1b F"
 
 // menuLine is the last line of the prompt.
 const menuLine = "[y] approve  [n] deny  [e] edit the command; the letter, then Enter > "

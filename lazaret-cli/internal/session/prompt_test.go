@@ -32,6 +32,12 @@ var terminalReplies = []terminalReply{
 	{"xterm", "OSC 11, ST", "\x1b]11;rgb:ffff/ffff/ffff\x1b\\"},
 	{"xterm", "DECRQSS m", "\x1bP1$r0m\x1b\\"},
 	{"xterm", "DECRQSS m, S8C1T", "\x901$r0m\x9c"},
+	// S8C1T on a terminal in UTF-8 mode: each C1 control is sent as its
+	// UTF-8 encoding, C2 9B for CSI, C2 90 for DCS, C2 9C for ST.
+	{"xterm", "DECRQM ?2004, S8C1T, UTF-8", "\xc2\x9b?2004;2$y"},
+	{"xterm", "DECRQSS m, S8C1T, UTF-8", "\xc2\x901$r0m\xc2\x9c"},
+	{"xterm", "OSC 10, S8C1T, UTF-8", "\xc2\x9d10;rgb:0000/0000/0000\xc2\x9c"},
+	{"xterm", "XTVERSION, S8C1T, UTF-8, a \u2713 in the name", "\xc2\x90>|XTerm(\xe2\x9c\x93y)\xc2\x9c"},
 	{"xterm", "XTVERSION", "\x1bP>|XTerm(379)\x1b\\"},
 	{"VTE", "DA1", "\x1b[?65;1;9c"},
 	{"VTE", "DA2", "\x1b[>65;7600;1c"},
