@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lazaret.dev/pkg/loglimit"
+	"lazaret.dev/pkg/testgate"
 )
 
 // hold keeps the sandbox's Domain published for d with a session running
@@ -161,9 +164,9 @@ echo flooded`)
 // admits: its audit record cannot be made durable, so it is refused, the
 // guest says why, nothing runs on the host, and status shows it.
 func TestEscalationAuditFullDataRootFailsClosed(t *testing.T) {
-	if os.Getenv("LAZARET_TEST_ROOT") != "1" || os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs as the storage root needs root; set LAZARET_TEST_ROOT=1 and run as root")
-	}
+	// Mounting a small tmpfs as the storage root needs root.
+	testgate.Opted(t)
+	testgate.Root(t)
 	s := escalationSandbox(t)
 	data := filepath.Join(s.home, "data")
 	saved := filepath.Join(s.home, "data.saved")
@@ -203,6 +206,19 @@ func TestEscalationAuditFullDataRootFailsClosed(t *testing.T) {
 	}
 	if ev := s.logLines("msg=escalation ", "phase=Executing"); len(ev) > 0 {
 		t.Errorf("a request was executed: %q", ev)
+	}
+	// The sandbox can repeat refused requests at will while the file
+	// system stays full: the lines they cause go through the limiter
+	// (loglimit.DefaultBurst at once, then one per interval).
+	refusedBefore := len(s.logLines("refusing an escalation request"))
+	out, errOut, code = s.exec("/bin/sh", "-c", `i=0; while [ $i -lt 40 ]; do `+guestRun+` -- /usr/bin/echo approved >/dev/null 2>&1; i=$((i+1)); done; echo done`)
+	if out != "done\n" {
+		t.Errorf("40 requests on a full storage root: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if n := len(s.logLines("refusing an escalation request")) - refusedBefore; n > 2*loglimit.DefaultBurst {
+		t.Errorf("40 refused requests wrote %d refusal lines; the limiter allows %d at once", n, loglimit.DefaultBurst)
+	} else {
+		t.Logf("40 refused requests wrote %d refusal lines", n)
 	}
 	st, stErr, stCode := s.cli("status")
 	t.Logf("status (code %d):\n%s%s", stCode, st, stErr)

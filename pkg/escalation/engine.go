@@ -386,7 +386,7 @@ func (e *Engine) refuse(r *request, sphase SessionPhase, reason error) error {
 	// could only fail too, and a failed write stops the audit log.
 	if !errors.Is(reason, ErrAudit) {
 		if err := e.journal(ev); err != nil {
-			e.log.Error("journaling a refused escalation request", "request", r.id, "err", err)
+			e.noisy.Error("journaling a refused escalation request", "request", r.id, "err", err)
 		}
 	}
 	e.report(ev)
