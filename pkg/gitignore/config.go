@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -28,6 +29,11 @@ type Config struct {
 	ObjectFormat string
 	// IgnoreCase is core.ignoreCase.
 	IgnoreCase bool
+	// Named holds the paths inside the workspace, relative to it with
+	// forward slashes, that a setting names as a file git reads or a
+	// program it runs (namedPaths), sorted and without duplicates; the
+	// view seals each one and everything below it.
+	Named []string
 }
 
 // Env is the part of the environment that locates configuration.
@@ -45,6 +51,11 @@ var ErrCommonDir = errors.New("the git directory holds a commondir file (a linke
 // workspace other than the repository's own config, a file the sandbox
 // may write.
 var ErrWorkspaceConfig = errors.New("git configuration is read from a file inside the workspace")
+
+// ErrNamesWorkspaceRoot means a setting names the workspace root itself as
+// a file git reads or a program it runs (core.hooksPath = .): the view
+// cannot seal the whole workspace from the sandbox.
+var ErrNamesWorkspaceRoot = errors.New("the setting names the workspace root, whose files the sandbox writes, as something git reads or runs; point it outside the workspace or at a directory inside it")
 
 // ReadConfig asks git for the merged configuration (system, global and the
 // repository's own, includes followed) of the repository whose git
@@ -83,11 +94,16 @@ func ReadConfig(ctx context.Context, git, gitDir, root string, env Env, extraEnv
 	if err != nil {
 		return Config{}, fmt.Errorf("reading git configuration of %q: %w: %s", gitDir, err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	list, err := checkOrigins(out, gitDir, root)
+	list, named, err := checkOrigins(out, gitDir, root, env.Home)
 	if err != nil {
 		return Config{}, err
 	}
-	return ParseConfigList(list, root, env)
+	c, err := ParseConfigList(list, root, env)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Named = named
+	return c, nil
 }
 
 // noExec are the command-line settings of ReadConfig's git: every key
@@ -103,16 +119,18 @@ var noExec = []string{
 
 // checkOrigins checks the origin of every entry of `git config --list -z
 // --show-origin` ("file:<path>" NUL "key\nvalue" NUL ...) and returns the
-// entries without their origins, in the form ParseConfigList reads. Our
-// own command-line settings are dropped; a file origin inside root must be
-// gitDir/config or gitDir/config.worktree.
-func checkOrigins(out []byte, gitDir, root string) ([]byte, error) {
+// entries without their origins, in the form ParseConfigList reads, and
+// the workspace paths the entries name (namedPaths). Our own command-line
+// settings are dropped; a file origin inside root must be gitDir/config or
+// gitDir/config.worktree. A setting that names the workspace root itself
+// is refused: the view cannot seal the whole workspace.
+func checkOrigins(out []byte, gitDir, root, home string) ([]byte, []string, error) {
 	fields := bytes.Split(out, []byte{0})
 	if n := len(fields); n > 0 && len(fields[n-1]) == 0 {
 		fields = fields[:n-1]
 	}
 	if len(fields)%2 != 0 {
-		return nil, fmt.Errorf("reading git configuration of %q: unpaired origin in git config --show-origin output", gitDir)
+		return nil, nil, fmt.Errorf("reading git configuration of %q: unpaired origin in git config --show-origin output", gitDir)
 	}
 	realRoot := resolved(root, root)
 	allowed := map[string]bool{
@@ -120,6 +138,8 @@ func checkOrigins(out []byte, gitDir, root string) ([]byte, error) {
 		resolved(filepath.Join(gitDir, "config.worktree"), root): true,
 	}
 	var list []byte
+	seen := map[string]bool{}
+	var named []string
 	for i := 0; i < len(fields); i += 2 {
 		origin, entry := string(fields[i]), fields[i+1]
 		kind, name, _ := strings.Cut(origin, ":")
@@ -130,14 +150,25 @@ func checkOrigins(out []byte, gitDir, root string) ([]byte, error) {
 			p := resolved(name, root)
 			if (p == realRoot || strings.HasPrefix(p, realRoot+string(filepath.Separator))) && !allowed[p] {
 				key, _, _ := strings.Cut(string(entry), "\n")
-				return nil, fmt.Errorf("%q (setting %s): %w; the view reads configuration only from files the sandbox cannot write: move the file out of the workspace or remove the include", name, key, ErrWorkspaceConfig)
+				return nil, nil, fmt.Errorf("%q (setting %s): %w; the view reads configuration only from files the sandbox cannot write: move the file out of the workspace or remove the include", name, key, ErrWorkspaceConfig)
+			}
+			key, value, _ := strings.Cut(string(entry), "\n")
+			for _, n := range namedPaths(key, value, filepath.Dir(p), root, home) {
+				if n == "." {
+					return nil, nil, fmt.Errorf("%q (setting %s = %q): %w", name, key, value, ErrNamesWorkspaceRoot)
+				}
+				if !seen[n] {
+					seen[n] = true
+					named = append(named, n)
+				}
 			}
 		default:
-			return nil, fmt.Errorf("reading git configuration of %q: unexpected origin %q", gitDir, origin)
+			return nil, nil, fmt.Errorf("reading git configuration of %q: unexpected origin %q", gitDir, origin)
 		}
 		list = append(append(list, entry...), 0)
 	}
-	return list, nil
+	slices.Sort(named)
+	return list, named, nil
 }
 
 // resolved makes name (relative to dir when relative) absolute and

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -98,4 +99,95 @@ func TestReadConfigRefusesWorkspaceSources(t *testing.T) {
 			t.Fatal("a command from the repository's configuration ran")
 		}
 	})
+}
+
+// TestReadConfigNamesWorkspacePaths checks that ReadConfig reports every
+// workspace path that a setting names as a file git reads or a program
+// it runs, a dangling include's target among them, and nothing for
+// settings that name files outside the workspace or programs in PATH.
+func TestReadConfigNamesWorkspacePaths(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	home := t.TempDir()
+	env := Env{Home: home}
+	extra := []string{"GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}
+	setup := func(t *testing.T, settings ...[2]string) string {
+		t.Helper()
+		root := filepath.Join(t.TempDir(), "ws")
+		if out, err := exec.Command(git, "init", "-q", root).CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v: %s", err, out)
+		}
+		for _, kv := range settings {
+			cmd := exec.Command(git, "-C", root, "config", "--add", kv[0], kv[1])
+			cmd.Env = append([]string{"HOME=" + home}, extra...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git config %s %q: %v: %s", kv[0], kv[1], err, out)
+			}
+		}
+		return root
+	}
+	root := setup(t,
+		[2]string{"core.hooksPath", ".githooks"},
+		[2]string{"core.attributesFile", "conf/attributes"},
+		[2]string{"include.path", "../team.gitconfig"},
+		[2]string{"includeIf.onbranch:release.path", "release.config"},
+		[2]string{"filter.fmt.clean", "./tools/clean.sh --quiet"},
+		[2]string{"diff.img.textconv", `"tools/img diff" -x`},
+		[2]string{"alias.deploy", "!sh scripts/deploy.sh"},
+		[2]string{"alias.lg", "log --graph ./not/a/command"},
+		[2]string{"core.fsmonitor", "true"},
+		[2]string{"core.pager", "less -R"},
+		[2]string{"core.editor", "/usr/bin/vi"},
+		[2]string{"credential.helper", "store --file ~/creds"},
+	)
+	c, err := ReadConfig(context.Background(), git, filepath.Join(root, ".git"), root, env, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".git/release.config", ".githooks", "conf/attributes", "scripts/deploy.sh", "team.gitconfig", "tools/clean.sh", "tools/img"}
+	if !reflect.DeepEqual(c.Named, want) {
+		t.Errorf("Named = %q, want %q", c.Named, want)
+	}
+	t.Run("the workspace root is refused", func(t *testing.T) {
+		root := setup(t, [2]string{"core.hooksPath", "."})
+		_, err := ReadConfig(context.Background(), git, filepath.Join(root, ".git"), root, env, extra)
+		if !errors.Is(err, ErrNamesWorkspaceRoot) || !strings.Contains(err.Error(), "core.hookspath") {
+			t.Fatalf("ReadConfig = %v, want ErrNamesWorkspaceRoot naming core.hookspath", err)
+		}
+	})
+}
+
+func TestNamedPaths(t *testing.T) {
+	for _, tc := range []struct {
+		key, value, origin string
+		want               []string
+	}{
+		{"core.hooksPath", "hooks", "", []string{"hooks"}},
+		{"core.hooksPath", "/ws/a/../b", "", []string{"b"}},
+		{"core.hooksPath", "/elsewhere", "", nil},
+		{"core.excludesFile", "~/ignore", "", nil},
+		{"core.excludesFile", "~/../../ws/ign", "", []string{"ign"}},
+		{"include.path", "x.cfg", "/ws/.git", []string{".git/x.cfg"}},
+		{"includeIf.gitdir:/ws/.path", "../y.cfg", "/ws/.git", []string{"y.cfg"}},
+		{"include.path", "x.cfg", "/etc", nil},
+		{"core.fsmonitor", "false", "", nil},
+		{"core.fsmonitor", "./fsmon", "", []string{"fsmon"}},
+		{"core.sshCommand", "ssh -F ./ssh/config -i key", "", []string{"ssh/config"}},
+		{"pager.log", "bin/pg", "", []string{"bin/pg"}},
+		{"pager.log", "false", "", nil},
+		{"gpg.ssh.program", "tools/sign", "", []string{"tools/sign"}},
+		{"merge.ours.driver", "true", "", nil},
+		{"mergetool.x.path", "./mt", "", []string{"mt"}},
+		{"alias.x", "!./run.sh", "", []string{"run.sh"}},
+		{"alias.x", "status ./sub", "", nil},
+		{"user.name", "a/b", "", nil},
+		{"diff.textconv", "./x", "", nil},
+	} {
+		got := namedPaths(tc.key, tc.value, tc.origin, "/ws", "/home/u")
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("namedPaths(%q, %q, %q) = %q, want %q", tc.key, tc.value, tc.origin, got, tc.want)
+		}
+	}
 }

@@ -199,6 +199,12 @@ func TestStartRefusesSandboxConfig(t *testing.T) {
 			writeFile(t, filepath.Join(e.host, "project.gitconfig"), evilConfigText)
 			e.git(t, e.host, "config", "include.path", "../project.gitconfig")
 		},
+		"a setting naming the workspace root": func(e *env) {
+			e.git(t, e.host, "config", "core.hooksPath", ".")
+		},
+		"a file named HEAD at the root": func(e *env) {
+			writeFile(t, filepath.Join(e.host, "HEAD"), "ref: refs/heads/main\n")
+		},
 	}
 	for name, plant := range cases {
 		t.Run(name, func(t *testing.T) {

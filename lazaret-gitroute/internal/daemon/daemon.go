@@ -91,7 +91,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fail(gitroute.StageClassify, err)
 	}
 	walk := &isolationWalk{keep: keep}
-	cls, err := classify(ctx, hostFd, cfg, walk)
+	cls, named, err := classify(ctx, hostFd, cfg, walk)
 	if err != nil {
 		return fail(gitroute.StageClassify, err)
 	}
@@ -101,12 +101,15 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg.Log.Info("isolation reported", "report", cfg.IsolationReport, "keep_file", cfg.KeepIsolated,
 		"kept_paths", keep.Len(), "isolated_host_entries", len(walk.found), "kept_only", walk.kept())
 	cfg.Log.Info("classification frozen", "host_root", cfg.HostRoot, "ignore_files", cls.Matcher.Files(), "tracked_paths", cls.Index.Len())
-	router := view.Router{C: walk.classifier(cls), Index: cls.Index}
-	router.Repos, err = freezeRepos(view.NewTree(hostFd), router.C, cls.Index)
+	router := view.Router{C: walk.classifier(cls), Index: cls.Index, Named: view.NewNamed(named)}
+	router.Repos, err = freezeRepos(view.NewTree(hostFd), router.C)
 	if err != nil {
-		return fail(gitroute.StageClassify, err)
+		return fail(gitroute.StageClassify, fmt.Errorf("workspace %q: %w", cfg.HostRoot, err))
 	}
 	cfg.Log.Info("repositories frozen", "nested", len(router.Repos.Nested), "modules", len(router.Repos.Modules), "bare", len(router.Repos.Bare))
+	if len(named) > 0 {
+		cfg.Log.Info("paths git's configuration names sealed", "paths", fmt.Sprintf("%q", named))
+	}
 
 	mnt, err := mountView(cfg.Mountpoint, cfg.Method)
 	if err != nil {
@@ -257,52 +260,54 @@ func checkOverlap(hostFd, isoFd int, mountpoint string) error {
 }
 
 // classify freezes git's view of the workspace: configuration, index,
-// info/exclude, global excludes and every .gitignore git would read.
-func classify(ctx context.Context, hostFd int, cfg Config, walk *isolationWalk) (*gitignore.Classifier, error) {
+// info/exclude, global excludes and every .gitignore git would read. It
+// also returns the workspace paths git's configuration names
+// (gitignore.Config.Named), which the view seals.
+func classify(ctx context.Context, hostFd int, cfg Config, walk *isolationWalk) (*gitignore.Classifier, []string, error) {
 	tree := view.NewTree(hostFd)
 	if _, err := tree.ReadDir(".git"); err != nil {
-		return nil, fmt.Errorf("%q: %w", filepath.Join(cfg.HostRoot, ".git"), ErrNoGitDir)
+		return nil, nil, fmt.Errorf("%q: %w", filepath.Join(cfg.HostRoot, ".git"), ErrNoGitDir)
 	}
 	git, err := exec.LookPath("git")
 	if err != nil {
-		return nil, fmt.Errorf("finding git: %w", err)
+		return nil, nil, fmt.Errorf("finding git: %w", err)
 	}
 	gc, err := gitignore.ReadConfig(ctx, git, filepath.Join(cfg.HostRoot, ".git"), cfg.HostRoot,
 		gitignore.Env{Home: cfg.Home, XDGConfigHome: cfg.XDGConfigHome}, []string{"PATH=" + os.Getenv("PATH")})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hashSize, err := gitignore.HashSize(gc.ObjectFormat)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	idx := &gitignore.Index{}
 	data, err := tree.ReadFile(".git/index", 1<<31)
 	switch {
 	case err == nil:
 		if idx, err = gitignore.ParseIndex(data, hashSize); err != nil {
-			return nil, fmt.Errorf("reading %q: %w", filepath.Join(cfg.HostRoot, ".git/index"), err)
+			return nil, nil, fmt.Errorf("reading %q: %w", filepath.Join(cfg.HostRoot, ".git/index"), err)
 		}
 	case errors.Is(err, fs.ErrNotExist):
 	default:
-		return nil, err
+		return nil, nil, err
 	}
 	info, err := tree.ReadFile(".git/info/exclude", gitignore.MaxIgnoreFileSize)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+		return nil, nil, err
 	}
 	var global []byte
 	if gc.ExcludesFile != "" {
 		global, err = readGlobal(gc.ExcludesFile)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	m, err := gitignore.LoadVisit(tree, gitignore.Sources{InfoExclude: info, GlobalExcludes: global, GlobalName: gc.ExcludesFile}, walk.visit(idx))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &gitignore.Classifier{Matcher: m, Index: idx}, nil
+	return &gitignore.Classifier{Matcher: m, Index: idx}, gc.Named, nil
 }
 
 // readGlobal reads the user's global excludes file (the user's own file,

@@ -76,7 +76,7 @@ func TestStickyClassification(t *testing.T) {
 		t.Fatal(err)
 	}
 	walk := &isolationWalk{keep: keep}
-	cls, err := classify(context.Background(), hostFd, cfg, walk)
+	cls, _, err := classify(context.Background(), hostFd, cfg, walk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,9 +182,59 @@ func (r Router) locate(path string) place {
 	return place{}
 }
 
+// Named is the set of paths that the host's git configuration names (a
+// hooks directory, an excludes or attributes file, an include's target,
+// a program a command setting starts), frozen at generation start. Each
+// is sealed with everything below it, and so is each of its ancestors
+// itself (not what else they hold), so that the sandbox can neither
+// write such a file nor put a link or another directory in the place of
+// a directory on its way. The zero value is empty.
+type Named struct {
+	sealed, ancestors map[string]bool
+}
+
+// NewNamed builds the set from view paths (relative to the view root,
+// slash-separated); "" and "." are skipped.
+func NewNamed(paths []string) Named {
+	n := Named{sealed: map[string]bool{}, ancestors: map[string]bool{}}
+	for _, p := range paths {
+		if p == "" || p == "." {
+			continue
+		}
+		n.sealed[p] = true
+		for i := strings.LastIndexByte(p, '/'); i > 0; i = strings.LastIndexByte(p[:i], '/') {
+			n.ancestors[p[:i]] = true
+		}
+	}
+	return n
+}
+
+// Len is the number of named paths.
+func (n Named) Len() int { return len(n.sealed) }
+
+// covers reports whether path is a named path, below one, or an ancestor
+// of one.
+func (n Named) covers(path string) bool {
+	if len(n.sealed) == 0 {
+		return false
+	}
+	if n.ancestors[path] || n.sealed[path] {
+		return true
+	}
+	for i := strings.LastIndexByte(path, '/'); i > 0; i = strings.LastIndexByte(path[:i], '/') {
+		if n.sealed[path[:i]] {
+			return true
+		}
+	}
+	return false
+}
+
 // Rule returns what the sandbox may do at path (relative to the view root).
 // It is a pure function of the frozen layout and the path.
 func (r Router) Rule(path string) Rule {
+	if r.Named.covers(path) {
+		return Sealed
+	}
 	p := r.locate(path)
 	switch {
 	case p.sealedHead:

@@ -173,3 +173,27 @@ func BenchmarkRoute(b *testing.B) {
 		r.Rule(p)
 	}
 }
+
+func TestNamedSealed(t *testing.T) {
+	r := Router{C: fixed{}, Named: NewNamed([]string{".githooks", "tools/bin/clean.sh", ".", ""})}
+	for path, want := range map[string]Rule{
+		".githooks":            Sealed,
+		".githooks/pre-commit": Sealed,
+		".githooks2":           Free,
+		"tools":                Sealed,
+		"tools/bin":            Sealed,
+		"tools/bin/clean.sh":   Sealed,
+		"tools/bin/clean.sh2":  Free,
+		"tools/bin/other":      Free,
+		"tools/other":          Free,
+		"README.md":            Free,
+		"":                     Free,
+	} {
+		if got := r.Rule(path); got != want {
+			t.Errorf("Rule(%q) = %v, want %v", path, got, want)
+		}
+	}
+	if n := (Router{}).Named.Len(); n != 0 {
+		t.Errorf("the zero Named holds %d paths", n)
+	}
+}

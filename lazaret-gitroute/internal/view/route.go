@@ -39,6 +39,10 @@ type Router struct {
 	// Index is the frozen index (nil: nothing tracked). An entry named
 	// HEAD in the work tree routes to the isolated root unless tracked.
 	Index Tracker
+	// Named are the work-tree paths the host's git configuration names as
+	// files git reads or programs it runs (gitignore.Config.Named); see
+	// NewNamed.
+	Named Named
 }
 
 // Route returns the backing root of path (relative to the view root,
