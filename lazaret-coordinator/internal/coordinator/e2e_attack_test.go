@@ -92,17 +92,33 @@ func TestServeEndToEndWorkspaceAttacks(t *testing.T) {
 	marker := func(name string) string { return filepath.Join(marks, name) }
 	// A nested repository and a file the developer had before the
 	// generation: the nested one keeps working inside.
-	e.writeHostFiles(t, map[string]string{"vendored/lib.txt": "lib\n", "src/main.go": "package main\n"})
+	e.writeHostFiles(t, map[string]string{"vendored/lib.txt": "lib\n", "src/main.go": "package main\n",
+		// The developer's own hooks in the work tree, named by
+		// core.hooksPath below: the hook is a control, proving that host
+		// git commit runs hooks where the test looks for payloads.
+		".githooks/pre-commit": "#!/bin/sh\ntouch " + marker("control-hook") + " 2>/dev/null\nexit 0\n",
+		// An untracked bare repository present at start.
+		"backup.git/HEAD": "ref: refs/heads/master\n", "backup.git/objects/info/.keep": "", "backup.git/refs/heads/.keep": ""})
+	if err := os.Chmod(filepath.Join(e.workspace, ".githooks/pre-commit"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, argv := range [][]string{
 		{"init", "-q", filepath.Join(e.workspace, "vendored")},
 		{"-C", filepath.Join(e.workspace, "vendored"), "add", "lib.txt"},
 		{"-C", filepath.Join(e.workspace, "vendored"), "-c", "user.name=host", "-c", "user.email=host@lazaret.invalid", "commit", "-q", "-m", "vendored"},
-		{"-C", e.workspace, "add", "src/main.go"},
+		{"-C", e.workspace, "add", "src/main.go", ".githooks/pre-commit"},
 		{"-C", e.workspace, "-c", "user.name=host", "-c", "user.email=host@lazaret.invalid", "commit", "-q", "-m", "src"},
 		// config.worktree is read once this is set; a dangling include
 		// in .git is read once the sandbox creates its target.
 		{"-C", e.workspace, "config", "extensions.worktreeConfig", "true"},
 		{"-C", e.workspace, "config", "includeIf.gitdir:/.path", "lz-extra.config"},
+		// Work-tree files the developer's configuration names: a hooks
+		// directory, the dangling target of an include, a filter's
+		// program; and a pager that is a control like the hook.
+		{"-C", e.workspace, "config", "core.hooksPath", ".githooks"},
+		{"-C", e.workspace, "config", "include.path", "../lz-team.gitconfig"},
+		{"-C", e.workspace, "config", "filter.lzdev.clean", "./tools/lzclean.sh"},
+		{"-C", e.workspace, "config", "core.pager", "touch " + marker("control-pager") + "; cat"},
 	} {
 		if out, err := exec.Command("git", argv...).CombinedOutput(); err != nil {
 			t.Fatalf("git %q: %v: %s", argv, err, out)
@@ -184,6 +200,20 @@ func TestServeEndToEndWorkspaceAttacks(t *testing.T) {
 			hooksScript("/workspace/vendored/.git/hooks", marker("nested-in-existing")) +
 			hooksScript("/workspace/lzhooks/nested-in-existing", marker("nested-in-existing")),
 			absent: []string{"vendored/.git/config.worktree", "vendored/.git/hooks/pre-commit"}},
+		{name: "hookspath-worktree", script: hooksScript("/workspace/.githooks", marker("hookspath-worktree")) +
+			"mv /workspace/.githooks /workspace/.githooks.old; " + hooksScript("/workspace/.githooks", marker("hookspath-worktree")),
+			absent: []string{".githooks/post-commit", ".githooks.old"}},
+		{name: "include-dangling-worktree", script: writeScript("/workspace/lz-team.gitconfig", evil("include-dangling-worktree")) +
+			hooksScript("/workspace/lzhooks/include-dangling-worktree", marker("include-dangling-worktree")),
+			absent: []string{"lz-team.gitconfig"}},
+		{name: "filter-program-worktree", script: "mkdir -p /workspace/tools\n" +
+			writeScript("/workspace/tools/lzclean.sh", "#!/bin/sh\ntouch "+marker("filter-program-worktree")+"\ncat\n") +
+			"chmod +x /workspace/tools/lzclean.sh\necho '*.lzdev filter=lzdev' >> /workspace/.gitattributes\necho data > /workspace/x.lzdev\n",
+			absent: []string{"tools/lzclean.sh"}},
+		{name: "bare-present-at-start", script: writeScript("/workspace/backup.git/config", evil("bare-present-at-start")) +
+			hooksScript("/workspace/backup.git/hooks", marker("bare-present-at-start")) +
+			hooksScript("/workspace/lzhooks/bare-present-at-start", marker("bare-present-at-start")),
+			absent: []string{"backup.git/config", "backup.git/hooks"}},
 		{name: "fifo-and-links-in-git", script: "mkfifo /workspace/.git/refs/heads/lzfifo\nmkfifo /workspace/.git/lzfifo\n" +
 			"ln -s /etc/passwd /workspace/.git/refs/heads/lzlink\nln -s ../../../.git/config /workspace/.git/refs/tags/lzlink\n" +
 			"mkfifo /workspace/.git/objects/lzfifo\nmknod /workspace/.git/lzdev c 1 3\n",
@@ -228,7 +258,7 @@ func TestServeEndToEndWorkspaceAttacks(t *testing.T) {
 		fmt.Fprintf(&hostLog, "$ (%s) %q: %v\n%s\n", dir, argv, err, out)
 	}
 	pager := func(dir, gitArgs string) { hostRun(dir, scriptBin, "-qec", "git "+gitArgs, "/dev/null") }
-	for _, dir := range []string{"", "sub", "mod", "bare", "bare/refs", "sub2", "sub3", "vendored", "mod-origin", "sub2-gitdir"} {
+	for _, dir := range []string{"", "sub", "mod", "bare", "bare/refs", "sub2", "sub3", "vendored", "mod-origin", "sub2-gitdir", "backup.git"} {
 		d := filepath.Join(e.workspace, dir)
 		if _, err := os.Stat(d); err != nil {
 			continue
@@ -280,6 +310,16 @@ func TestServeEndToEndWorkspaceAttacks(t *testing.T) {
 			}
 		})
 	}
+	// The controls: the developer's own hook and pager ran, so host git
+	// here does run hooks and pagers, and a payload that had got in
+	// would have left its marker.
+	t.Run("attack/controls-ran", func(t *testing.T) {
+		for _, name := range []string{"control-hook", "control-pager"} {
+			if _, err := os.Lstat(marker(name)); err != nil {
+				t.Errorf("the developer's own %s did not run on the host (%v): the attack checks prove nothing", name, err)
+			}
+		}
+	})
 	t.Run("attack/dotgit-config-unchanged", func(t *testing.T) {
 		if got := readFile(t, filepath.Join(e.workspace, ".git", "config")); got != configBefore {
 			t.Errorf(".git/config changed from %q to %q", configBefore, got)
