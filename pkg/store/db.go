@@ -51,6 +51,9 @@ type DB struct {
 	path     string
 	schema   Schema
 	readOnly bool
+	// reserve keeps Reserve bytes allocated past the end of a writable
+	// store's file (reserve.go); nil when read-only.
+	reserve *reserve
 }
 
 // Open opens the store file at path for schema.
@@ -93,6 +96,9 @@ func Open(path string, schema Schema, opts Options) (*DB, error) {
 	if err := bdb.View(func(tx *bolt.Tx) error { return compareMetadata(path, metadataOf(tx), schema) }); err != nil {
 		bdb.Close()
 		return nil, err
+	}
+	if !opts.ReadOnly {
+		db.reserve = openReserve(path)
 	}
 	return db, nil
 }
@@ -228,19 +234,29 @@ func (db *DB) Schema() Schema { return db.schema }
 func (db *DB) ReadOnly() bool { return db.readOnly }
 
 // Close releases the file and its lock.
-func (db *DB) Close() error { return db.bolt.Close() }
+func (db *DB) Close() error {
+	if db.reserve != nil {
+		db.reserve.close()
+	}
+	return db.bolt.Close()
+}
 
 // View runs fn in a read-only transaction.
 func (db *DB) View(fn func(tx *bolt.Tx) error) error { return db.bolt.View(fn) }
 
 // Update runs fn in a read-write transaction, committed (and fsynced) when
 // fn returns nil and rolled back, changing nothing, when it returns an
-// error or panics.
+// error or panics. After a commit that grew the file the reserve past its
+// end is allocated again.
 func (db *DB) Update(fn func(tx *bolt.Tx) error) error {
 	if db.readOnly {
 		return fmt.Errorf("store file %q: %w", db.path, ErrReadOnly)
 	}
-	return db.bolt.Update(fn)
+	err := db.bolt.Update(fn)
+	if db.reserve != nil {
+		db.reserve.renew()
+	}
+	return err
 }
 
 // Quarantine moves a damaged store file aside, to
