@@ -214,6 +214,12 @@ func TestServeEndToEndWorkspaceAttacks(t *testing.T) {
 			hooksScript("/workspace/backup.git/hooks", marker("bare-present-at-start")) +
 			hooksScript("/workspace/lzhooks/bare-present-at-start", marker("bare-present-at-start")),
 			absent: []string{"backup.git/config", "backup.git/hooks"}},
+		{name: "replace-refs", script: "mkdir -p /workspace/.git/refs/replace && h=$(" + sg + " -C /workspace rev-parse HEAD) && " +
+			"echo $h > /workspace/.git/refs/replace/$h\n" +
+			// Assembled under another name and moved into place.
+			"mkdir -p /workspace/.git/logs/lzr/replace && echo $h > /workspace/.git/logs/lzr/replace/$h && " +
+			"mv /workspace/.git/refs /workspace/.git/logs/lzrefs; mv /workspace/.git/logs/lzr /workspace/.git/refs\n",
+			absent: []string{".git/refs/replace", ".git/logs/lzrefs"}},
 		{name: "fifo-and-links-in-git", script: "mkfifo /workspace/.git/refs/heads/lzfifo\nmkfifo /workspace/.git/lzfifo\n" +
 			"ln -s /etc/passwd /workspace/.git/refs/heads/lzlink\nln -s ../../../.git/config /workspace/.git/refs/tags/lzlink\n" +
 			"mkfifo /workspace/.git/objects/lzfifo\nmknod /workspace/.git/lzdev c 1 3\n",

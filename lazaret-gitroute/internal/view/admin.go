@@ -94,7 +94,15 @@ func adminRule(rel string) Rule {
 			return Sealed
 		}
 		return Admin
-	case "refs", "logs":
+	case "refs":
+		// Replace refs make host git show one object in place of
+		// another: a commit the developer reviews with git show or git
+		// diff would not be the one they push.
+		if rest == "replace" || strings.HasPrefix(rest, "replace/") {
+			return Sealed
+		}
+		return Admin
+	case "logs":
 		return Admin
 	}
 	if sequencerDirs[top] {
@@ -251,12 +259,13 @@ func (r Router) Area(path string) string { return r.locate(path).area }
 
 // Shelters reports whether path is an allowlisted directory of an
 // administrative area below which sealed paths lie (objects and
-// objects/info, which hold the alternates files). Renaming it, or renaming
-// a directory onto it, would carry a file the sandbox wrote to a sealed
-// path or a sealed file out of its place, so the view refuses both.
+// objects/info, which hold the alternates files; refs, which holds
+// refs/replace). Renaming it, or renaming a directory onto it, would
+// carry a file the sandbox wrote to a sealed path or a sealed file out of
+// its place, so the view refuses both.
 func (r Router) Shelters(path string) bool {
 	p := r.locate(path)
-	return p.area != "" && (p.rel == "objects" || p.rel == "objects/info")
+	return p.area != "" && (p.rel == "objects" || p.rel == "objects/info" || p.rel == "refs")
 }
 
 // HoldsRepo reports whether the work-tree directory dir is, or holds, a

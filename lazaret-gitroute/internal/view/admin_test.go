@@ -56,6 +56,9 @@ func TestAdminRules(t *testing.T) {
 		{".git/lzevil/config", Sealed, Host, ".git"},
 		{".git/modules", Sealed, Host, ".git"},
 		{".git/modules/new/config", Sealed, Host, ".git"},
+		{".git/refs/replace", Sealed, Host, ".git"},
+		{".git/refs/replace/0123456789abcdef0123456789abcdef01234567", Sealed, Host, ".git"},
+		{".git/refs/replacement", Admin, Host, ".git"},
 		{".git/objects", Admin, Host, ".git"},
 		{".git/objects/ab/cdef", Admin, Host, ".git"},
 		{".git/objects/pack/pack-1.pack", Admin, Host, ".git"},
@@ -150,7 +153,7 @@ func TestAdminRules(t *testing.T) {
 			}
 		})
 	}
-	for path, want := range map[string]bool{".git/objects": true, ".git/objects/info": true, "vendored/.git/objects/info": true, ".git/objects/ab": false, ".git/refs": false, "objects/info": false, ".git": false} {
+	for path, want := range map[string]bool{".git/objects": true, ".git/objects/info": true, "vendored/.git/objects/info": true, ".git/objects/ab": false, ".git/refs": true, ".git/refs/heads": false, "objects/info": false, ".git": false} {
 		if got := r.Shelters(path); got != want {
 			t.Errorf("Shelters(%q) = %v, want %v", path, got, want)
 		}
