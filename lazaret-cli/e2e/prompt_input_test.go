@@ -420,13 +420,15 @@ func TestEscalationPromptFloodedWithQueries(t *testing.T) {
 // TestEscalationPromptLegibleAfterHostileOutput: before its request, the
 // sandbox confines scrolling to the top line and switches to the DEC
 // line-drawing character set, which would leave only the prompt's last
-// line on the screen, in the wrong glyphs. The prompt resets both and is
-// shown whole.
+// line on the screen, in the wrong glyphs; it also sets the default
+// colours to black on black, begins a synchronized update and locks the
+// keyboard (what tmux implements of these takes effect). The prompt
+// resets all of it, is shown whole, and takes the typed answer.
 func TestEscalationPromptLegibleAfterHostileOutput(t *testing.T) {
 	s := escalationSandbox(t)
 	a := s.terminal("a")
 	a.ready()
-	a.send(`printf '\033[1;1r\033(0\016'; `+guestRun+" --justification plain-words -- /usr/bin/echo hostile-state; echo rc-hostile=$?", "Enter")
+	a.send(`printf '\033[1;1r\033(0\016\033]10;#000000\007\033]11;#000000\007\033[?2026h\033[2h'; `+guestRun+" --justification plain-words -- /usr/bin/echo hostile-state; echo rc-hostile=$?", "Enter")
 	a.waitScreen("[y] approve  [n] deny  [e] edit the command", 60*time.Second)
 	scr := a.screen()
 	for _, want := range []string{"--- lazaret: host escalation request --- mark ", `command:       "/usr/bin/echo" "hostile-state"`, `justification: "plain-words"`} {

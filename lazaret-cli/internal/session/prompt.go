@@ -105,10 +105,17 @@ func (t TerminalPrompter) Decide(p protocol.TerminalPrompt, in *PromptInput) (pr
 // and DECRC, since DECSTBM moves the cursor home), SGR attributes, the
 // ASCII character set in G0 and G1 shifted in, no insert mode, autowrap,
 // a visible cursor, no reverse screen, no left and right margins, and
-// 7-bit controls in the terminal's replies (S7C1T, ESC SP F). The
-// prompt is then drawn from where the cursor was, and scrolls the whole
-// screen.
-const promptReset = "\x1b7\x1b[r\x1b8\x1b[0m\x1b(B\x1b)B\x0f\x1b[4l\x1b[?7h\x1b[?25h\x1b[?5l\x1b[?69l\x1b F"
+// 7-bit controls in the terminal's replies (S7C1T, ESC SP F); the
+// keyboard unlocked (KAM reset), a synchronized update ended (mode 2026,
+// which would hold the prompt off the screen), the default foreground,
+// background, cursor colour and palette restored (OSC 110, 111, 112, 104:
+// the sandbox could have set the foreground to the background so that
+// the real prompt is invisible beside a fake one), and kitty's images
+// deleted (one could lie over the prompt's cells). Terminals ignore what
+// they do not implement. The prompt is then drawn from where the cursor
+// was, and scrolls the whole screen.
+const promptReset = "\x1b7\x1b[r\x1b8\x1b[0m\x1b(B\x1b)B\x0f\x1b[4l\x1b[?7h\x1b[?25h\x1b[?5l\x1b[?69l\x1b F" +
+	"\x1b[2l\x1b[?2026l\x1b]110\x1b\\\x1b]111\x1b\\\x1b]112\x1b\\\x1b]104\x1b\\\x1b_Ga=d\x1b\\"
 
 // menuLine is the last line of the prompt.
 const menuLine = "[y] approve  [n] deny  [e] edit the command; the letter, then Enter > "
