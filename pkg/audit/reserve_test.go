@@ -3,7 +3,6 @@ package audit
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -75,13 +74,7 @@ func TestAdmitRefuses(t *testing.T) {
 // ErrNoSpace, records of a request admitted before still fit in the
 // reserve, and Admit succeeds again once space is freed.
 func TestAdmitOnFullFileSystem(t *testing.T) {
-	testgate.Opted(t)
-	testgate.Root(t)
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	dir := testgate.Tmpfs(t, "16m")
 	path := filepath.Join(dir, "x.audit")
 	w, err := Open(path)
 	if err != nil {
@@ -91,18 +84,7 @@ func TestAdmitOnFullFileSystem(t *testing.T) {
 	if err := w.Admit(); err != nil {
 		t.Fatal(err)
 	}
-	fill := filepath.Join(dir, "fill")
-	f, err := os.Create(fill)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1<<20)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			break
-		}
-	}
-	f.Close()
+	fill := testgate.Fill(t, dir)
 	if err := w.Admit(); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("Admit on a full file system = %v, want ErrNoSpace", err)
 	}

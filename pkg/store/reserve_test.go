@@ -3,8 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -57,30 +55,14 @@ func TestReserveHeldAfterUpdates(t *testing.T) {
 // reserve, while the file system has no free block; one that outgrows the
 // reserve fails and changes nothing.
 func TestStoreGrowsOnFullFileSystem(t *testing.T) {
-	testgate.Opted(t)
-	testgate.Root(t)
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	dir := testgate.Tmpfs(t, "32m")
 	path := filepath.Join(dir, "s.db")
 	db, err := Open(path, testSchema, Options{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	f, err := os.Create(filepath.Join(dir, "fill"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1<<20)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			break
-		}
-	}
-	f.Close()
+	testgate.Fill(t, dir)
 	put := func(key string, size int) error {
 		return db.Update(func(tx *bolt.Tx) error {
 			b, err := tx.CreateBucketIfNotExists([]byte("rows"))

@@ -47,17 +47,7 @@ func TestAdminWritesLeaveConfig(t *testing.T) {
 	e.git(t, h, "config", "include.path", "lz-include.cfg")
 	e.git(t, h, "config", "includeIf.gitdir:/.path", "info/extra.cfg")
 	e.git(t, h, "config", "extensions.worktreeConfig", "true")
-	configList := func() string {
-		t.Helper()
-		cmd := exec.Command("git", "config", "--list", "--show-origin", "--includes")
-		cmd.Dir = h
-		cmd.Env = []string{"HOME=" + e.home, "GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("host git config --list: %v\n%s", err, out)
-		}
-		return string(out)
-	}
+	configList := func() string { t.Helper(); return e.configList(t) }
 	baseline := configList()
 	special := func() []string {
 		var found []string
@@ -186,6 +176,10 @@ func TestAdminWritesLeaveConfig(t *testing.T) {
 	}
 	// Repaired from the host side, the repository's configuration is
 	// exactly what it was.
+	// (The sandbox may have made HEAD a directory.)
+	if err := os.RemoveAll(filepath.Join(h, ".git", "HEAD")); err != nil {
+		t.Fatal(err)
+	}
 	writeFile(t, filepath.Join(h, ".git", "HEAD"), "ref: refs/heads/main\n")
 	if got := configList(); got != baseline {
 		t.Fatalf("seed %d: host git config changed\nfrom %s\nto %s\nsucceeded: %q", seed, baseline, got, succeeded)

@@ -75,6 +75,21 @@ func (e *env) git(t testing.TB, dir string, args ...string) string {
 	return string(out)
 }
 
+// configList is host git's merged configuration of the repository at
+// e.host, with its origins and includes followed, as a developer's git
+// would read it (a scratch HOME, no system file).
+func (e *env) configList(t testing.TB) string {
+	t.Helper()
+	cmd := exec.Command("git", "config", "--list", "--show-origin", "--includes")
+	cmd.Dir = e.host
+	cmd.Env = []string{"HOME=" + e.home, "GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("host git config --list: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
 func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

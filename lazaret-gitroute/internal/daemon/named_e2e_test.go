@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -42,17 +41,7 @@ func TestConfigNamedPathsSealed(t *testing.T) {
 	writeFile(t, filepath.Join(h, "backup.git/HEAD"), "ref: refs/heads/main\n")
 	writeFile(t, filepath.Join(h, "backup.git/objects/info/.keep"), "")
 	writeFile(t, filepath.Join(h, "backup.git/refs/heads/.keep"), "")
-	configList := func() string {
-		t.Helper()
-		cmd := exec.Command("git", "config", "--list", "--show-origin", "--includes")
-		cmd.Dir = h
-		cmd.Env = []string{"HOME=" + e.home, "GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("host git config --list: %v\n%s", err, out)
-		}
-		return string(out)
-	}
+	configList := func() string { t.Helper(); return e.configList(t) }
 	before := configList()
 	e.start(t, "")
 
