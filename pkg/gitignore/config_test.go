@@ -15,29 +15,47 @@ import (
 // configuration from a file the sandbox could write: a commondir file is
 // refused, an include whose target is inside the workspace is refused
 // with the file named, and one outside the workspace is read.
-func TestReadConfigRefusesWorkspaceSources(t *testing.T) {
+// configFixture makes repositories for ReadConfig with the host's git, a
+// scratch HOME and no system configuration file.
+type configFixture struct {
+	git   string
+	env   Env
+	extra []string
+}
+
+func newConfigFixture(t *testing.T) configFixture {
+	t.Helper()
 	git, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("git is not installed")
 	}
-	home := t.TempDir()
-	env := Env{Home: home}
-	extra := []string{"GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}
-	setup := func(t *testing.T) string {
-		root := filepath.Join(t.TempDir(), "ws")
-		if out, err := exec.Command(git, "init", "-q", root).CombinedOutput(); err != nil {
-			t.Fatalf("git init: %v: %s", err, out)
-		}
-		return root
+	return configFixture{git: git, env: Env{Home: t.TempDir()}, extra: []string{"GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}}
+}
+
+// repo makes a new repository and returns its work tree.
+func (f configFixture) repo(t *testing.T) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "ws")
+	if out, err := exec.Command(f.git, "init", "-q", root).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
 	}
-	gitConfig := func(t *testing.T, root string, args ...string) {
-		t.Helper()
-		cmd := exec.Command(git, append([]string{"-C", root, "config"}, args...)...)
-		cmd.Env = append([]string{"HOME=" + home}, extra...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git config %q: %v: %s", args, err, out)
-		}
+	return root
+}
+
+// config runs git config with args in the repository at root.
+func (f configFixture) config(t *testing.T, root string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(f.git, append([]string{"-C", root, "config"}, args...)...)
+	cmd.Env = append([]string{"HOME=" + f.env.Home}, f.extra...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git config %q: %v: %s", args, err, out)
 	}
+}
+
+func TestReadConfigRefusesWorkspaceSources(t *testing.T) {
+	f := newConfigFixture(t)
+	git, env, extra := f.git, f.env, f.extra
+	setup, gitConfig := f.repo, f.config
 	write := func(t *testing.T, path, content string) {
 		t.Helper()
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -106,25 +124,13 @@ func TestReadConfigRefusesWorkspaceSources(t *testing.T) {
 // it runs, a dangling include's target among them, and nothing for
 // settings that name files outside the workspace or programs in PATH.
 func TestReadConfigNamesWorkspacePaths(t *testing.T) {
-	git, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("git is not installed")
-	}
-	home := t.TempDir()
-	env := Env{Home: home}
-	extra := []string{"GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}
+	f := newConfigFixture(t)
+	git, env, extra := f.git, f.env, f.extra
 	setup := func(t *testing.T, settings ...[2]string) string {
 		t.Helper()
-		root := filepath.Join(t.TempDir(), "ws")
-		if out, err := exec.Command(git, "init", "-q", root).CombinedOutput(); err != nil {
-			t.Fatalf("git init: %v: %s", err, out)
-		}
+		root := f.repo(t)
 		for _, kv := range settings {
-			cmd := exec.Command(git, "-C", root, "config", "--add", kv[0], kv[1])
-			cmd.Env = append([]string{"HOME=" + home}, extra...)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("git config %s %q: %v: %s", kv[0], kv[1], err, out)
-			}
+			f.config(t, root, "--add", kv[0], kv[1])
 		}
 		return root
 	}

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -226,14 +225,7 @@ func TestStartRefusesSandboxConfig(t *testing.T) {
 	}
 	for name, plant := range cases {
 		t.Run(name, func(t *testing.T) {
-			base := t.TempDir()
-			e := &env{host: filepath.Join(base, "ws"), iso: filepath.Join(base, "iso"), mnt: filepath.Join(base, "mnt"), home: filepath.Join(base, "home"), log: &bytes.Buffer{}}
-			for _, d := range []string{e.host, e.iso, e.mnt, e.home} {
-				if err := os.MkdirAll(d, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			e.git(t, e.host, "init", "-q", "-b", "main", ".")
+			e := newRepo(t)
 			plant(e)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()

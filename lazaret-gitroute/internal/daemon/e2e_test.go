@@ -109,11 +109,11 @@ func readFile(t testing.TB, path string) string {
 	return string(b)
 }
 
-// setup makes a repository with tracked, ignored and nested-ignore content
-// and starts the daemon on it.
-func setup(t *testing.T, files map[string]string, method string) *env {
+// newRepo makes the directories of an env (workspace, isolated root,
+// mountpoint, home) and an empty repository in the workspace, without
+// starting the daemon.
+func newRepo(t *testing.T) *env {
 	t.Helper()
-	requireFUSE(t)
 	base := t.TempDir()
 	e := &env{host: filepath.Join(base, "ws"), iso: filepath.Join(base, "iso"), mnt: filepath.Join(base, "mnt"), home: filepath.Join(base, "home"), log: &bytes.Buffer{}}
 	for _, d := range []string{e.host, e.iso, e.mnt, e.home} {
@@ -122,6 +122,15 @@ func setup(t *testing.T, files map[string]string, method string) *env {
 		}
 	}
 	e.git(t, e.host, "init", "-q", "-b", "main", ".")
+	return e
+}
+
+// setup makes a repository with tracked, ignored and nested-ignore content
+// and starts the daemon on it.
+func setup(t *testing.T, files map[string]string, method string) *env {
+	t.Helper()
+	requireFUSE(t)
+	e := newRepo(t)
 	for p, c := range files {
 		writeFile(t, filepath.Join(e.host, p), c)
 	}

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -19,15 +18,8 @@ import (
 // host git's configuration and those files are unchanged.
 func TestConfigNamedPathsSealed(t *testing.T) {
 	requireFUSE(t)
-	base := t.TempDir()
-	e := &env{host: filepath.Join(base, "ws"), iso: filepath.Join(base, "iso"), mnt: filepath.Join(base, "mnt"), home: filepath.Join(base, "home"), log: &bytes.Buffer{}}
-	for _, d := range []string{e.host, e.iso, e.mnt, e.home} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e := newRepo(t)
 	h, v := e.host, e.mnt
-	e.git(t, h, "init", "-q", "-b", "main", ".")
 	const hook = "#!/bin/sh\nexit 0\n"
 	writeFile(t, filepath.Join(h, ".githooks/pre-commit"), hook)
 	writeFile(t, filepath.Join(h, "tools/clean.sh"), "#!/bin/sh\ncat\n")
