@@ -48,6 +48,17 @@ func TestReserveHeldAfterUpdates(t *testing.T) {
 	if err := db.Reserved(); err != nil {
 		t.Errorf("Reserved after growth = %v", err)
 	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(path, testSchema, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if ro.reserve != nil || ro.Reserved() != nil {
+		t.Errorf("a read-only store holds a reserve: %v", ro.Reserved())
+	}
 }
 
 // TestStoreGrowsOnFullFileSystem fills a small tmpfs under an open store:
