@@ -11,18 +11,24 @@
 // failure release only what was recorded, in the reverse of the start
 // order, and prove absence before a record becomes Clean.
 //
-// Files:
-//   - plan.go: the pure start-order and release planner (table-tested).
-//   - runsc.go: the runsc command lines (pure) and the runsc locator.
-//   - serve.go: Serve, the lock hand-over and the start report.
-//   - generation.go: the generation's records and its Domain Store writes.
-//   - prepare.go, anchor.go, trust.go, view.go, sandbox.go, publish.go:
-//     one start step each, with its release.
-//   - gitroute.go: the workspace view participant (lazaret-gitroute run in
-//     the State Anchor's namespaces) and its client.
-//   - sessions.go, launch.go: the control.Sessions implementation and the
-//     gated start of each `runsc exec` client.
-//   - teardown.go: linger, teardown and failure.
+// A generation (generation.go) is its scope (scope.go: identities,
+// configuration, directory, records) and its participants in the model's
+// start order, driven by one loop each way: start, and release in the
+// reverse order. Each participant owns its state and has its start, its
+// release and the release of its records after a crash in one file:
+//   - prepare.go: PreparedLower (the image prepared, the catalog lease).
+//   - anchor.go: StateAnchor (user and mount namespaces, overlay root).
+//   - trust.go, escalation.go: the trust anchor and the escalation engine.
+//   - view.go, gitroute.go, sticky.go: the /workspace view (GitRouting).
+//   - netview.go: the network sidecar and its helper (Network, Helper).
+//   - sandbox.go, runsc.go: the Runtime Supervisor and runsc (Sandbox).
+//   - publish.go: the control socket and identity file (Publication).
+//
+// Around them: plan.go (the pure start, release and recovery orders),
+// serve.go (Serve: the lock hand-over, recovery, the generation's life),
+// recover.go (recovery from the records alone), teardown.go (linger,
+// teardown, failure), sessions.go and launch.go (control.Sessions: each
+// command a gated `runsc exec` client), report.go (the start report).
 //
 // What does not belong here: the wire formats (pkg/control, pkg/protocol),
 // the store rules (pkg/domainstore), the anchor and supervisor processes

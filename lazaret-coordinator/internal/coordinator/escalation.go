@@ -78,11 +78,11 @@ type promptRoute struct {
 // cannot be opened (unsafe file, broken chain, another writer) fails the
 // start: requests would otherwise run unrecorded, or be appended to a
 // chain that no reader gets past.
-func (g *generation) startEscalation(t *trustAnchor) error {
-	if !g.cfg.EscalationEnabled() {
+func startEscalation(s *scope, t *trustAnchor) error {
+	if !s.cfg.EscalationEnabled() {
 		return nil
 	}
-	root := filepath.Join(g.controlDir(), mailboxName)
+	root := filepath.Join(s.controlDir(), mailboxName)
 	if err := mailbox.Create(root, 0o700); err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 	if err != nil {
 		return fmt.Errorf("building the mailbox verifier: %w", err)
 	}
-	auditPath := audit.Path(g.cfg.StorageRoot(), g.domain)
+	auditPath := audit.Path(s.cfg.StorageRoot(), s.domain)
 	aw, err := audit.Open(auditPath)
 	if err != nil {
 		return fmt.Errorf("opening the escalation audit log: %w", err)
@@ -98,13 +98,13 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 	// Every line the sandbox can cause at will (discarded mailbox files
 	// and records, refused requests) goes through one limiter of the
 	// generation.
-	limiter := loglimit.New(g.log.Handler(), 0, 0)
+	limiter := loglimit.New(s.log.Handler(), 0, 0)
 	noisy := limiter.Logger()
 	h := &hostEscalation{
-		refusingPath: filepath.Join(g.paths.Dir, audit.RefusingName),
+		refusingPath: filepath.Join(s.paths.Dir, audit.RefusingName),
 		limiter:      limiter,
 		audit:        aw,
-		log:          g.log,
+		log:          s.log,
 		served:       make(chan struct{}),
 		bindings:     map[ids.SessionID]protocol.SessionBinding{},
 		routes:       map[ids.SessionID]*promptRoute{},
@@ -122,14 +122,14 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 		Verifier:       verifier,
 		CoordinatorKey: t.coordinatorKey,
 		Sessions:       h.lookup,
-		Rules:          g.cfg.AutoApprovalRules(),
-		Timeouts:       g.escalationTimeouts,
+		Rules:          s.cfg.AutoApprovalRules(),
+		Timeouts:       s.escalationTimeouts,
 		Prompter:       h,
 		Outbox:         h.outbox,
 		Inbox:          h.inbox,
-		Workspace:      g.cfg.Workspace(),
+		Workspace:      s.cfg.Workspace(),
 		UID:            os.Getuid(),
-		Logger:         g.log,
+		Logger:         s.log,
 		Noisy:          noisy,
 		// Fail closed: a request is admitted only when the audit log can
 		// take every record of it (audit.Writer.Admit: a working Writer,
@@ -147,7 +147,7 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 					return err
 				}
 			}
-			if err := aw.Append(audit.FromEvent(g.id, time.Now(), ev)); err != nil {
+			if err := aw.Append(audit.FromEvent(s.id, time.Now(), ev)); err != nil {
 				noisy.Error("writing the escalation audit log", "path", fmt.Sprintf("%q", auditPath),
 					"request", ev.Request.String(), "phase", string(ev.Phase), "err", err.Error())
 				h.refusing(err)
@@ -167,12 +167,12 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 			if ev.Err != nil {
 				args = append(args, "reason", ev.Err.Error())
 			}
-			log := g.log
+			log := s.log
 			if ev.Phase == escalation.PhaseRefused {
 				log = noisy
 			}
 			log.Info("escalation", args...)
-			g.trace.escalation(ev)
+			s.trace.escalation(ev)
 		},
 	})
 	if err != nil {
@@ -186,11 +186,11 @@ func (g *generation) startEscalation(t *trustAnchor) error {
 	go func() {
 		defer close(h.served)
 		if err := h.engine.Serve(ctx); err != nil && ctx.Err() == nil {
-			g.log.Error("escalation mailbox watcher stopped", "err", err.Error())
+			s.log.Error("escalation mailbox watcher stopped", "err", err.Error())
 		}
 	}()
 	t.escalation = h
-	g.log.Info("escalation engine started", "mailbox", root, "rules", len(g.cfg.AutoApprovalRules()), "audit_log", auditPath)
+	s.log.Info("escalation engine started", "mailbox", root, "rules", len(s.cfg.AutoApprovalRules()), "audit_log", auditPath)
 	return nil
 }
 

@@ -1,247 +1,198 @@
 package coordinator
 
 import (
-	"crypto/sha256"
+	"context"
+	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
+	"io"
+	"net"
 	"sync"
+	"time"
 
-	"lazaret.dev/pkg/anchor"
-	"lazaret.dev/pkg/catalog"
-	"lazaret.dev/pkg/config"
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/domainstore"
-	"lazaret.dev/pkg/escalation"
-	"lazaret.dev/pkg/hostid"
-	"lazaret.dev/pkg/ids"
-	"lazaret.dev/pkg/image/idmap"
-	"lazaret.dev/pkg/image/prepare"
-	imgstore "lazaret.dev/pkg/image/store"
-	"lazaret.dev/pkg/protocol"
-	"lazaret.dev/pkg/store"
 )
 
-// helpers are the absolute paths of the programs a generation runs.
-type helpers struct {
-	Anchor, Supervisor, Guest, Runsc string
-	Platform                         string
+// participant is one step of the start order and everything it acquires:
+// its own state, its start, its release in a live generation, and the
+// way each role it records is released from the record alone after a
+// crash (recoverers). Each lives in one file.
+type participant interface {
+	// Step is the participant's place in the start order (plan.go).
+	Step() Step
+	// Start acquires the participant, recording each role before it is
+	// acquired and committing it after.
+	Start(ctx context.Context) error
+	// Release undoes Start, also after a Start that failed half way, and
+	// records each role Clean with its proof. It runs once, in the
+	// reverse of the start order.
+	Release(ctx context.Context) error
+	// Lost is closed when what the participant runs ended on its own,
+	// which fails the generation; nil when nothing of it can end alone.
+	Lost() <-chan struct{}
 }
 
-// generation is one run of a Domain: its identities, its records and what
-// it acquired.
+// recoverers release a role's participant from its record alone, with no
+// live state: a process only through a pidfd whose pidfs identity matches
+// the record, a file only when its mount ID, device and inode match. Each
+// returns how it released. Each lives in its participant's file.
+var recoverers = map[domainstore.Role]func(s *scope, o *domainstore.ParticipantOwnership) (string, error){
+	domainstore.RolePublication:   recoverPublication,
+	domainstore.RoleSandbox:       recoverSandbox,
+	domainstore.RoleHelper:        recoverHelper,
+	domainstore.RoleNetwork:       recoverNetwork,
+	domainstore.RoleGitRouting:    recoverGitRouting,
+	domainstore.RoleStateAnchor:   recoverStateAnchor,
+	domainstore.RolePreparedLower: recoverPreparedLower,
+}
+
+// generation is one run of a Domain: its scope and its participants in
+// the model's start order. The typed fields name the same participants
+// for the code that serves the generation (the control server, the
+// sessions); each is set once, before the first step, and never cleared.
 type generation struct {
-	log   *slog.Logger
-	cfg   *config.ResolvedDomainConfiguration
-	store *domainstore.Store
-	help  helpers
+	s     *scope
+	order []participant
 
-	domain      ids.DomainID
-	id          ids.GenerationID
-	coordinator ids.CoordinatorID
-	sandboxID   ids.SandboxID
-	sidecarID   ids.SidecarID
-	// escalationTimeouts bound host escalation requests (timeouts.go).
-	escalationTimeouts escalation.Timeouts
-	fingerprint        ids.Digest
-	ident              protocol.GenerationIdentity
+	prepared *preparedLower
+	anchor   *stateAnchor
+	trust    *trustStep
+	view     workspaceView
+	network  networkView
+	sandbox  *sandboxStep
+	pub      *publication
 
-	// self is the HC's own pidfs identity (the direct edges it records);
-	// selfPidfd keeps the descriptor it was read from.
-	self      hostid.PidfsProcessIdentityV1
-	selfPidfd int
-
-	runtimeRoot string
-	paths       control.Paths
-	dir         string // <domain dir>/gen-<generation hex>
-	idMap       idmap.Map
-
-	mu           sync.Mutex
-	participants map[domainstore.Role]domainstore.Participant
-	done         []Step
-
-	images   *imgstore.Store
-	preparer *prepare.Preparer
-	artifact catalog.PreparedArtifact
-	leased   bool
-	imageCfg imageConfig
-
-	anchor   *anchor.Anchor
-	released *anchor.ReleaseEvidence
-
-	trust   *trustAnchor
-	view    workspaceView
-	network networkView
-	sandbox *sandbox
-
-	staged *control.Staged
-	pub    *control.Publication
-
-	// trace records the protocol events when tracing is on (tracer.go).
-	trace *tracer
+	mu      sync.Mutex
+	started []participant // begun, in start order: what release undoes
 }
 
-// Generation directory layout (docs/COORDINATOR.md).
-func (g *generation) path(name string) string { return filepath.Join(g.dir, name) }
-
-func (g *generation) rootfsDir() string  { return g.path("rootfs") }
-func (g *generation) runscRoot() string  { return g.path("runsc") }
-func (g *generation) bundleDir() string  { return g.path("bundle") }
-func (g *generation) controlDir() string { return g.path("control") }
-func (g *generation) etcDir() string     { return g.path("etc") }
-func (g *generation) sessionDir() string { return g.path("sessions") }
-
-// containerID is the runsc container ID of the generation's sandbox.
-func (g *generation) containerID() string { return "lazaret-" + g.id.String() }
-
-// put writes one participant record after the store's transition check
-// and keeps it as the current record.
-func (g *generation) put(p domainstore.Participant, proof *store.AbsenceProof) error {
-	if err := g.store.Update(func(tx *domainstore.Tx) error { return tx.PutParticipant(p, proof) }); err != nil {
-		return fmt.Errorf("recording the %v participant as %v: %w", p.Role, p.State, err)
+// newGeneration builds the participants of a generation in the model's
+// start order; a participant whose construction locates helpers or
+// derives a plan fails here, before anything is acquired.
+func newGeneration(s *scope, env participantEnv) (*generation, error) {
+	g := &generation{s: s}
+	g.prepared = &preparedLower{s: s}
+	g.anchor = &stateAnchor{s: s, lower: g.prepared, stderr: env.helperLog}
+	g.trust = &trustStep{s: s}
+	view, err := chooseWorkspaceView(s, g.anchor, env)
+	if err != nil {
+		return nil, err
 	}
-	g.mu.Lock()
-	g.participants[p.Role] = p
-	g.mu.Unlock()
-	g.log.Info("participant recorded", "role", p.Role.String(), "state", p.State.String())
+	g.view = view
+	if g.network, err = newSidecarNetwork(s, g.anchor, env.helperLog); err != nil {
+		return nil, err
+	}
+	g.sandbox = &sandboxStep{s: s, anchor: g.anchor, image: g.prepared, view: g.view, network: g.network}
+	g.pub = &publication{s: s, trust: g.trust}
+	steps := StartOrder(PlanInput{GitRoutingDaemon: g.view.Participant(), NetworkSidecar: g.network.Participant()})
+	all := []participant{g.prepared, g.anchor, g.trust, g.view, g.network, g.sandbox, g.pub}
+	for _, p := range all {
+		for _, st := range steps {
+			if p.Step() == st {
+				g.order = append(g.order, p)
+			}
+		}
+	}
+	return g, nil
+}
+
+// start runs the start order, reporting each step.
+func (g *generation) start(ctx context.Context, rep *report) error {
+	s := g.s
+	if err := s.makeDirs(); err != nil {
+		return err
+	}
+	if err := takeReviewBaseline(s); err != nil {
+		return err
+	}
+	for _, p := range g.order {
+		step := p.Step()
+		rep.step(step)
+		g.mu.Lock()
+		g.started = append(g.started, p)
+		g.mu.Unlock()
+		t0 := time.Now()
+		if err := p.Start(ctx); err != nil {
+			return &stepError{Step: step, Err: err}
+		}
+		s.trace.stepDone(step)
+		s.log.Info("step done", "step", step.String(), "seconds", time.Since(t0).Seconds())
+	}
 	return nil
 }
 
-// current returns the recorded participant of role, and whether one exists.
-func (g *generation) current(role domainstore.Role) (domainstore.Participant, bool) {
+// releaseAll releases every begun participant in the reverse of the start
+// order; the first failure stops it, leaving the rest recorded.
+func (g *generation) releaseAll() error {
+	s := g.s
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	p, ok := g.participants[role]
-	return p, ok
-}
-
-// intent records a bare Intent for role: recorded before anything of it is
-// acquired.
-func (g *generation) intent(role domainstore.Role) error {
-	return g.put(domainstore.Participant{GenerationID: g.id, Role: role, State: domainstore.StateIntent}, nil)
-}
-
-// update records the current participant of role changed by fn, in state.
-func (g *generation) update(role domainstore.Role, state domainstore.ParticipantState, fn func(o *domainstore.ParticipantOwnership)) error {
-	p, ok := g.current(role)
-	if !ok {
-		return fmt.Errorf("the %v participant was never recorded", role)
-	}
-	o := cloneOwnership(role, p.Ownership)
-	fn(o)
-	p.Ownership = o
-	p.State = state
-	return g.put(p, nil)
-}
-
-// releaseIntent moves role to ReleaseIntent, keeping all evidence; a bare
-// Intent has nothing to release and stays as it is until clean.
-func (g *generation) releaseIntent(role domainstore.Role, fn func(o *domainstore.ParticipantOwnership)) error {
-	p, ok := g.current(role)
-	if !ok || p.State == domainstore.StateReleaseIntent || p.State == domainstore.StateClean {
-		return nil
-	}
-	if p.Ownership == nil {
-		return nil
-	}
-	o := cloneOwnership(role, p.Ownership)
-	if fn != nil {
-		fn(o)
-	}
-	p.Ownership = o
-	p.State = domainstore.StateReleaseIntent
-	return g.put(p, nil)
-}
-
-// clean records role Clean with proof.
-func (g *generation) clean(role domainstore.Role, method string) error {
-	p, ok := g.current(role)
-	if !ok || p.State == domainstore.StateClean {
-		return nil
-	}
-	p.State = domainstore.StateClean
-	p.Ownership = domainstore.EmptyOwnership(role)
-	return g.put(p, store.ProvenAbsent(method))
-}
-
-// cloneOwnership returns a copy of o (the role's empty variant when nil)
-// whose variant struct can be changed without touching the recorded one.
-func cloneOwnership(role domainstore.Role, o *domainstore.ParticipantOwnership) *domainstore.ParticipantOwnership {
-	if o == nil {
-		o = &domainstore.ParticipantOwnership{}
-		switch role {
-		case domainstore.RolePreparedLower:
-			o.PreparedLower = &domainstore.PreparedLowerOwnership{}
-		case domainstore.RoleStateAnchor:
-			o.StateAnchor = &domainstore.StateAnchorOwnership{}
-		case domainstore.RoleGitRouting:
-			o.GitRouting = &domainstore.GitRoutingOwnership{}
-		case domainstore.RoleNetwork:
-			o.Network = &domainstore.NetworkOwnership{}
-		case domainstore.RoleHelper:
-			o.Helper = &domainstore.HelperOwnership{}
-		case domainstore.RoleSandbox:
-			o.Sandbox = &domainstore.SandboxOwnership{}
-		case domainstore.RolePublication:
-			o.Publication = &domainstore.PublicationOwnership{}
+	started := append([]participant(nil), g.started...)
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := len(started) - 1; i >= 0; i-- {
+		step := started[i].Step()
+		if err := started[i].Release(ctx); err != nil {
+			// What the live release could not undo (a dead State Anchor
+			// takes runsc delete's way into its namespaces with it) is
+			// released from the records, as the next start would.
+			s.log.Warn("releasing the step from its records", "step", step.String(), "err", err.Error())
+			if rerr := releaseStepFromRecords(s, step); rerr != nil {
+				return fmt.Errorf("releasing the %s step: %w", step, errors.Join(err, rerr))
+			}
 		}
-		return o
+		s.trace.released(step)
+		s.log.Info("released", "step", step.String())
 	}
-	c := *o
-	switch {
-	case o.PreparedLower != nil:
-		v := *o.PreparedLower
-		c.PreparedLower = &v
-	case o.StateAnchor != nil:
-		v := *o.StateAnchor
-		c.StateAnchor = &v
-	case o.GitRouting != nil:
-		v := *o.GitRouting
-		c.GitRouting = &v
-	case o.Network != nil:
-		v := *o.Network
-		c.Network = &v
-	case o.Helper != nil:
-		v := *o.Helper
-		c.Helper = &v
-	case o.Sandbox != nil:
-		v := *o.Sandbox
-		c.Sandbox = &v
-	case o.Publication != nil:
-		v := *o.Publication
-		c.Publication = &v
-	}
-	return &c
+	return nil
 }
 
-// setPhase records the generation's durable decision.
-func (g *generation) setPhase(phase domainstore.DomainPhase) error {
-	err := g.store.Update(func(tx *domainstore.Tx) error {
-		rec, err := tx.Generation(g.id)
-		if err != nil {
-			return err
+// lost returns a channel that yields the step of the first participant
+// that ended on its own, until stop is closed.
+func (g *generation) lost(stop <-chan struct{}) <-chan Step {
+	out := make(chan Step, len(g.order))
+	for _, p := range g.order {
+		ch := p.Lost()
+		if ch == nil {
+			continue
 		}
-		rec.DurableDecision = phase
-		return tx.PutGeneration(rec)
+		go func(step Step) {
+			select {
+			case <-ch:
+				out <- step
+			case <-stop:
+			}
+		}(p.Step())
+	}
+	return out
+}
+
+// serveControl starts the control server on the published listener.
+func (g *generation) serveControl(ctx context.Context, sess *sessions) (<-chan struct{}, error) {
+	t := g.trust.anchor
+	srv, err := control.NewServer(control.Config{
+		CA: t.ca, TLS: t.serverTLS,
+		CoordinatorKey: t.coordinatorKey, Coordinator: t.coordinator, Sandbox: t.sandbox,
+		Sessions: sess, OnRegister: sess.register, Logger: g.s.log,
 	})
 	if err != nil {
-		return fmt.Errorf("recording generation phase %v: %w", phase, err)
+		return nil, fmt.Errorf("building the control server: %w", err)
 	}
-	g.log.Info("generation phase", "phase", phase.String())
-	return nil
+	ln := g.pub.listener()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Withdrawing the publication closes the listener first (the
+		// model's BeginTeardown), which ends Serve with net.ErrClosed.
+		if err := srv.Serve(ctx, ln); err != nil && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+			g.s.log.Error("control server stopped", "err", err.Error())
+		}
+	}()
+	return done, nil
 }
 
-// ptr returns a pointer to a copy of v.
-func ptr[T any](v T) *T { return &v }
-
-// anchorDigest is the session_anchor_id of a session anchor public key.
-func anchorDigest(k protocol.PublicKey) ids.Digest { return ids.Digest(sha256.Sum256(k[:])) }
-
-// mkdirPrivate creates dir with mode 0700 (its parent must exist).
-func mkdirPrivate(dir string) error {
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("creating directory %q: %w", dir, err)
-	}
-	return nil
+// participantEnv is what Serve hands the participants' constructors.
+type participantEnv struct {
+	environ   func(string) (string, bool)
+	helperLog io.Writer
 }

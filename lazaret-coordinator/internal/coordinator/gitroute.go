@@ -21,7 +21,6 @@ import (
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/isolation"
 	"lazaret.dev/pkg/locate"
-	"lazaret.dev/pkg/paths"
 )
 
 // routeView is the lazaret-gitroute view of the workspace: a GitRouting
@@ -33,7 +32,8 @@ import (
 // The mountpoint is the generation's workspace directory; runsc binds it
 // at /workspace like the plain workspace.
 type routeView struct {
-	g      *generation
+	s      *scope
+	anchor *stateAnchor
 	binary string    // lazaret-gitroute
 	env    []string  // PATH, HOME, XDG_CONFIG_HOME of the coordinator
 	stderr io.Writer // the daemon's log
@@ -44,8 +44,8 @@ type routeView struct {
 	keptOnly []isolation.Entry
 }
 
-// newRouteView locates lazaret-gitroute for the generation g.
-func newRouteView(g *generation, env paths.Environment, stderr io.Writer) (*routeView, error) {
+// newRouteView locates lazaret-gitroute for the generation.
+func newRouteView(s *scope, a *stateAnchor, env participantEnv) (*routeView, error) {
 	f, err := locate.New()
 	if err != nil {
 		return nil, fmt.Errorf("locating helper binaries: %w", err)
@@ -54,11 +54,11 @@ func newRouteView(g *generation, env paths.Environment, stderr io.Writer) (*rout
 	if err != nil {
 		return nil, fmt.Errorf("locating lazaret-gitroute (isolate_gitignored is true): %w", err)
 	}
-	v := &routeView{g: g, binary: bin, stderr: stderr, env: []string{}}
+	v := &routeView{s: s, anchor: a, binary: bin, stderr: env.helperLog, env: []string{}}
 	// The daemon needs fusermount3 and git (PATH) and the user's global
 	// excludes file (HOME, XDG_CONFIG_HOME); nothing else is passed.
 	for _, k := range []string{"PATH", "HOME", "XDG_CONFIG_HOME"} {
-		if val, ok := env.LookupEnv(k); ok {
+		if val, ok := env.environ(k); ok {
 			v.env = append(v.env, k+"="+val)
 		}
 	}
@@ -67,15 +67,16 @@ func newRouteView(g *generation, env paths.Environment, stderr io.Writer) (*rout
 
 // workspaceMountpoint is where the view is mounted, in the anchor's
 // mount namespace.
-func (g *generation) workspaceMountpoint() string { return g.path("workspace") }
+func (s *scope) workspaceMountpoint() string { return s.path("workspace") }
 
 // isolatedRoot is the Domain's root for git-ignored paths, kept across
 // generations beside the overlay's upper and work directories.
-func (g *generation) isolatedRoot() string {
-	return filepath.Join(g.cfg.StorageRoot(), "state", g.domain.String(), "isolated")
+func (s *scope) isolatedRoot() string {
+	return filepath.Join(s.storageRoot, "state", s.domain.String(), "isolated")
 }
 
-func (v *routeView) Source() string    { return v.g.workspaceMountpoint() }
+func (v *routeView) Step() Step        { return StepGitRouting }
+func (v *routeView) Source() string    { return v.s.workspaceMountpoint() }
 func (v *routeView) Participant() bool { return true }
 
 // Lost is closed when the daemon has ended; before Start it is nil.
@@ -92,19 +93,19 @@ func (v *routeView) Lost() <-chan struct{} {
 // before its execve; until it is staged its only channel is this
 // process's, and it unmounts and exits when that closes.
 func (v *routeView) Start(ctx context.Context) error {
-	g := v.g
+	s := v.s
 	const role = domainstore.RoleGitRouting
-	if err := g.intent(role); err != nil {
+	if err := s.intent(role); err != nil {
 		return err
 	}
-	iso, mp, host := g.isolatedRoot(), g.workspaceMountpoint(), g.cfg.Workspace()
+	iso, mp, host := s.isolatedRoot(), s.workspaceMountpoint(), s.cfg.Workspace()
 	if err := ensurePrivateDir(iso); err != nil {
 		return fmt.Errorf("isolated root: %w", err)
 	}
 	if err := mkdirPrivate(mp); err != nil {
 		return err
 	}
-	if err := g.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+	if err := s.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		r := o.GitRouting
 		r.Mountpoint = ptr(mp)
 		r.HostRoot = ptr(host)
@@ -112,18 +113,15 @@ func (v *routeView) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if g.anchor == nil {
-		return errors.New("starting the workspace view: the state anchor is gone")
-	}
-	keep, err := g.writeKeep()
+	keep, err := v.writeKeep()
 	if err != nil {
 		return err
 	}
 	argv := []string{v.binary, "--host-root", host, "--isolated-root", iso, "--mountpoint", mp,
-		"--keep-isolated", g.keepFile(), "--isolation-report", g.isolationReport()}
+		"--keep-isolated", v.keepFile(), "--isolation-report", v.isolationReport()}
 	// Not bound to ctx: the daemon lives until Release, not until the
 	// start (or the serve context a SIGTERM cancels) ends.
-	cmd, err := g.anchor.CommandInNamespaces(context.Background(), argv)
+	cmd, err := v.anchor.command(context.Background(), argv)
 	if err != nil {
 		return fmt.Errorf("starting the workspace view: %w", err)
 	}
@@ -131,26 +129,26 @@ func (v *routeView) Start(ctx context.Context) error {
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = v.stderr, v.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	g.log.Info("starting gitroute daemon in the state anchor's namespaces", "binary", v.binary, "host_root", host, "isolated_root", iso, "mountpoint", mp)
+	s.log.Info("starting gitroute daemon in the state anchor's namespaces", "binary", v.binary, "host_root", host, "isolated_root", iso, "mountpoint", mp)
 	d, err := startRouteDaemon(ctx, cmd, routeSpec{
 		HostRoot: host, IsolatedRoot: iso, Mountpoint: mp,
 		// The HC sees the anchor's mount namespace through the anchor's
 		// root; the anchor is its unreaped child, so the PID names it.
-		Through: "/proc/" + strconv.Itoa(g.anchor.Pid()) + "/root",
+		Through: "/proc/" + strconv.Itoa(v.anchor.pid()) + "/root",
 		Detach:  v.detach,
-		Log:     g.log,
+		Log:     s.log,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the workspace view: %w", err)
 	}
 	v.daemon = d
-	if err := g.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+	if err := s.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		o.GitRouting.Daemon = hostid.StagedOwnership(d.process)
 		o.GitRouting.Mount = ptr(d.ready.Mount)
 	}); err != nil {
 		return err
 	}
-	if err := g.update(role, role.ActiveState(), func(o *domainstore.ParticipantOwnership) {
+	if err := s.update(role, role.ActiveState(), func(o *domainstore.ParticipantOwnership) {
 		o.GitRouting.Daemon = committed(d.process)
 	}); err != nil {
 		return err
@@ -158,7 +156,7 @@ func (v *routeView) Start(ctx context.Context) error {
 	// Recorded before the sandbox starts: a path this generation
 	// isolates stays isolated in the next whatever the sandbox does to
 	// the ignore files or the index.
-	kept, err := g.mergeIsolationReport(keep)
+	kept, err := v.mergeIsolationReport(keep)
 	if err != nil {
 		return err
 	}
@@ -170,7 +168,7 @@ func (v *routeView) Start(ctx context.Context) error {
 // anchor's mount namespace, with fusermount3 (which unmounts there as the
 // namespace's root).
 func (v *routeView) detach(ctx context.Context, mountpoint string) error {
-	if v.g.anchor == nil {
+	if !v.anchor.live() {
 		return nil // the namespace, and the mount in it, ended with the anchor
 	}
 	bin, err := exec.LookPath("fusermount3")
@@ -180,7 +178,7 @@ func (v *routeView) detach(ctx context.Context, mountpoint string) error {
 	if bin, err = filepath.Abs(bin); err != nil {
 		return err
 	}
-	cmd, err := v.g.anchor.CommandInNamespaces(ctx, []string{bin, "-u", "-z", "--", mountpoint})
+	cmd, err := v.anchor.command(ctx, []string{bin, "-u", "-z", "--", mountpoint})
 	if err != nil {
 		return fmt.Errorf("detaching the view at %q: %w", mountpoint, err)
 	}
@@ -197,9 +195,9 @@ func (v *routeView) detach(ctx context.Context, mountpoint string) error {
 // unmounts and exits 0, then Clean. A daemon that was lost is Clean once
 // its mount is proved gone.
 func (v *routeView) Release(ctx context.Context) error {
-	g := v.g
+	s := v.s
 	const role = domainstore.RoleGitRouting
-	if err := g.releaseIntent(role, nil); err != nil {
+	if err := s.releaseIntent(role, nil); err != nil {
 		return err
 	}
 	method := "gitroute daemon never started"
@@ -217,7 +215,7 @@ func (v *routeView) Release(ctx context.Context) error {
 			method = "gitroute daemon reported Released and exited 0; its mount is absent"
 		}
 	}
-	return g.clean(role, method)
+	return s.clean(role, method)
 }
 
 // ensurePrivateDir creates dir (mode 0700, parent must exist) or checks
@@ -507,9 +505,52 @@ func (d *routeDaemon) kill() {
 // chooseWorkspaceView is the view the profile asks for: the
 // lazaret-gitroute view when isolate_gitignored is true (the default),
 // else the plain bind.
-func (g *generation) chooseWorkspaceView(env paths.Environment, stderr io.Writer) (workspaceView, error) {
-	if !g.cfg.IsolateGitignored() {
-		return &bindView{dir: g.cfg.Workspace()}, nil
+func chooseWorkspaceView(s *scope, a *stateAnchor, env participantEnv) (workspaceView, error) {
+	if !s.cfg.IsolateGitignored() {
+		return &bindView{dir: s.cfg.Workspace()}, nil
 	}
-	return newRouteView(g, env, stderr)
+	return newRouteView(s, a, env)
+}
+
+// recoverGitRouting kills the recorded daemon and detaches its view
+// where this mount namespace still shows the recorded mount.
+func recoverGitRouting(s *scope, o *domainstore.ParticipantOwnership) (string, error) {
+	r := o.GitRouting
+	d, err := killRecorded(s.log, "git routing daemon", r.Daemon)
+	if err != nil {
+		return "", err
+	}
+	if r.Mount != nil && r.Mountpoint != nil {
+		if err := unmountRecorded(*r.Mountpoint, *r.Mount); err != nil {
+			return "", err
+		}
+	}
+	return "git routing daemon " + d + "; its view is not mounted in this namespace", nil
+}
+
+// unmountRecorded detaches the mount at mountpoint when it is still the
+// recorded one in this mount namespace.
+func unmountRecorded(mountpoint string, want hostid.MountIdentity) error {
+	fd, err := unix.Open(mountpoint, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTCONN) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("opening the recorded mountpoint %q: %w", mountpoint, err)
+	}
+	got, err := hostid.MountOf(fd)
+	unix.Close(fd)
+	if err != nil || got != want {
+		return nil // not the recorded mount (or none): nothing of ours is there
+	}
+	if os.Geteuid() == 0 {
+		if err := unix.Unmount(mountpoint, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmounting the recorded view %q: %w", mountpoint, err)
+		}
+		return nil
+	}
+	if out, err := exec.Command("fusermount3", "-u", "-z", "--", mountpoint).CombinedOutput(); err != nil {
+		return fmt.Errorf("fusermount3 -u -z %q: %v: %s", mountpoint, err, out)
+	}
+	return nil
 }

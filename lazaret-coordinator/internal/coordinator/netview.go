@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,7 +50,8 @@ var slirpGateway, slirpDNS = netip.MustParseAddr("10.0.2.2"), netip.MustParseAdd
 // sidecar's readiness is bound into the Network participant before the
 // sandbox starts.
 type sidecarNetwork struct {
-	g              *generation
+	s              *scope
+	anchor         *stateAnchor
 	sidecar        string // lazaret-netsidecar
 	unshare, slirp string // from the distribution
 	nsenter        string
@@ -71,8 +73,8 @@ type sidecarNetwork struct {
 
 // newSidecarNetwork derives the policy of the resolved configuration and
 // locates the programs the network step runs.
-func newSidecarNetwork(g *generation, stderr io.Writer) (*sidecarNetwork, error) {
-	rd := g.cfg.Readiness()
+func newSidecarNetwork(s *scope, a *stateAnchor, stderr io.Writer) (*sidecarNetwork, error) {
+	rd := s.cfg.Readiness()
 	t := netpolicy.Targets{}
 	for _, d := range rd.Denied {
 		t.Denied = append(t.Denied, netpolicy.Destination{Address: d.Address, Port: d.Port})
@@ -87,15 +89,15 @@ func newSidecarNetwork(g *generation, stderr io.Writer) (*sidecarNetwork, error)
 			resolvers = append(resolvers, d.Resolver)
 		}
 	}
-	pol, err := netpolicy.Derive(g.cfg.EffectiveAllow(), g.cfg.EffectiveDeny(), resolvers)
+	pol, err := netpolicy.Derive(s.cfg.EffectiveAllow(), s.cfg.EffectiveDeny(), resolvers)
 	if err != nil {
-		return nil, fmt.Errorf("deriving the network policy of profile %q: %w", g.cfg.Profile(), err)
+		return nil, fmt.Errorf("deriving the network policy of profile %q: %w", s.cfg.Profile(), err)
 	}
 	enc, err := pol.Encode()
 	if err != nil {
 		return nil, fmt.Errorf("encoding the network policy: %w", err)
 	}
-	n := &sidecarNetwork{g: g, stderr: stderr, policy: pol, encoded: enc,
+	n := &sidecarNetwork{s: s, anchor: a, stderr: stderr, policy: pol, encoded: enc,
 		digest: netpolicy.DigestOfEncoding(enc), targets: t, exited: make(chan struct{}), lost: make(chan struct{})}
 	f, err := locate.New()
 	if err != nil {
@@ -119,6 +121,7 @@ func newSidecarNetwork(g *generation, stderr io.Writer) (*sidecarNetwork, error)
 	return n, nil
 }
 
+func (n *sidecarNetwork) Step() Step            { return StepNetwork }
 func (n *sidecarNetwork) NamespacePath() string { return n.netns }
 func (n *sidecarNetwork) Participant() bool     { return true }
 func (n *sidecarNetwork) Lost() <-chan struct{} { return n.lost }
@@ -159,22 +162,19 @@ func hostAddresses() ([]netip.Addr, error) {
 // slirp4netns, staged and committed; then readiness, bound and recorded,
 // which commits the Network participant.
 func (n *sidecarNetwork) Start(ctx context.Context) error {
-	g := n.g
-	if err := g.intent(domainstore.RoleNetwork); err != nil {
+	s := n.s
+	if err := s.intent(domainstore.RoleNetwork); err != nil {
 		return err
 	}
-	if err := g.update(domainstore.RoleNetwork, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+	if err := s.update(domainstore.RoleNetwork, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		o.Network.DerivedPolicyDigest = ptr(n.digest)
-		o.Network.RuntimeSupervisor = committed(g.self)
+		o.Network.RuntimeSupervisor = committed(s.self)
 	}); err != nil {
 		return err
 	}
 	hosts, err := hostAddresses()
 	if err != nil {
 		return err
-	}
-	if g.anchor == nil {
-		return errors.New("starting the network sidecar: the state anchor is gone")
 	}
 	mem, err := netsidecar.SealPolicy(n.encoded)
 	if err != nil {
@@ -187,7 +187,7 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	}
 	n.ch = ch
 	// Not bound to ctx: the sidecar holds the namespaces until Release.
-	cmd, err := g.anchor.CommandInNamespaces(context.Background(), []string{n.unshare, "--net", "--mount", "--", n.sidecar})
+	cmd, err := n.anchor.command(context.Background(), []string{n.unshare, "--net", "--mount", "--", n.sidecar})
 	if err != nil {
 		mem.Close()
 		child.Close()
@@ -197,7 +197,7 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = n.stderr, n.stderr
 	cmd.ExtraFiles = []*os.File{child, mem} // fds 3 and 4
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	g.log.Info("starting network sidecar in the state anchor's user namespace", "binary", n.sidecar, "policy_digest", n.digest.String())
+	s.log.Info("starting network sidecar in the state anchor's user namespace", "binary", n.sidecar, "policy_digest", n.digest.String())
 	err = cmd.Start()
 	child.Close()
 	mem.Close()
@@ -211,9 +211,9 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	}()
 	pid := cmd.Process.Pid
 	if err := n.ch.Send(&netsidecar.Start{
-		DomainID: g.domain, GenerationID: g.id, ConfigurationFingerprint: g.fingerprint,
-		NetworkSidecarID: g.sidecarID, PolicyDigest: n.digest, HostAddresses: hosts,
-		UpstreamInterface: netpath.SlirpTap, Targets: n.targets, RuntimeSupervisor: g.self,
+		DomainID: s.domain, GenerationID: s.id, ConfigurationFingerprint: s.fingerprint,
+		NetworkSidecarID: s.sidecarID, PolicyDigest: n.digest, HostAddresses: hosts,
+		UpstreamInterface: netpath.SlirpTap, Targets: n.targets, RuntimeSupervisor: s.self,
 	}); err != nil {
 		return fmt.Errorf("sending the network sidecar its start: %w", err)
 	}
@@ -236,7 +236,7 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	if err := checkNamespacePath(inst.SandboxNetNSPath, inst.SandboxNamespace); err != nil {
 		return err
 	}
-	if err := g.update(domainstore.RoleNetwork, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+	if err := s.update(domainstore.RoleNetwork, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		o.Network.Namespace = ptr(enf)
 	}); err != nil {
 		return err
@@ -264,9 +264,9 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 		return fmt.Errorf("decoding the reachability probe: %w", err)
 	}
 	ev, err := netpolicy.Bind(&netpolicy.Expected{
-		DomainID: g.domain, GenerationID: g.id, ConfigurationFingerprint: g.fingerprint,
-		NetworkSidecarID: g.sidecarID, DerivedPolicyDigest: n.digest, EnforcementNamespace: enf,
-		RuntimeSupervisor: g.self, ConnectivityHelper: helper, Targets: n.targets,
+		DomainID: s.domain, GenerationID: s.id, ConfigurationFingerprint: s.fingerprint,
+		NetworkSidecarID: s.sidecarID, DerivedPolicyDigest: n.digest, EnforcementNamespace: enf,
+		RuntimeSupervisor: s.self, ConnectivityHelper: helper, Targets: n.targets,
 	}, att, probe)
 	if err != nil {
 		return err
@@ -274,17 +274,17 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	// The store keeps the evidence record's four schema fields; the
 	// attestation and probe it was bound from are logged.
 	stored := domainstore.NewReadinessEvidence(ev.DomainID, ev.GenerationID, ev.NetworkSidecarID, ev.ReadinessFingerprint)
-	if err := g.update(domainstore.RoleNetwork, domainstore.RoleNetwork.ActiveState(), func(o *domainstore.ParticipantOwnership) {
+	if err := s.update(domainstore.RoleNetwork, domainstore.RoleNetwork.ActiveState(), func(o *domainstore.ParticipantOwnership) {
 		o.Network.ReadinessFingerprint = ptr(ev.ReadinessFingerprint)
 		o.Network.ReadinessEvidence = &stored
 	}); err != nil {
 		return err
 	}
-	if err := control.WriteNetworkPolicy(g.paths.Dir, n.encoded); err != nil {
+	if err := control.WriteNetworkPolicy(s.paths.Dir, n.encoded); err != nil {
 		return fmt.Errorf("recording the enforced network policy for status: %w", err)
 	}
 	n.netns = inst.SandboxNetNSPath
-	g.log.Info("network ready", "policy_digest", n.digest.String(), "enforcement_namespace", enf,
+	s.log.Info("network ready", "policy_digest", n.digest.String(), "enforcement_namespace", enf,
 		"sandbox_netns", n.netns, "readiness_fingerprint", ev.ReadinessFingerprint.String(),
 		"denied", len(ev.Probe.Denied), "permitted", len(ev.Probe.Permitted), "dns", len(ev.Probe.DNS))
 	go n.watch()
@@ -294,14 +294,14 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 // startHelper records the Helper participant, starts slirp4netns in the
 // sidecar's user and network namespaces, and commits it.
 func (n *sidecarNetwork) startHelper(ctx context.Context, sidecarPid int) (hostid.PidfsProcessIdentityV1, error) {
-	g := n.g
+	s := n.s
 	const role = domainstore.RoleHelper
-	if err := g.intent(role); err != nil {
+	if err := s.intent(role); err != nil {
 		return hostid.PidfsProcessIdentityV1{}, err
 	}
-	if err := g.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
-		o.Helper.NetworkSidecarID = ptr(g.sidecarID)
-		o.Helper.RuntimeSupervisor = committed(g.self)
+	if err := s.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+		o.Helper.NetworkSidecarID = ptr(s.sidecarID)
+		o.Helper.RuntimeSupervisor = committed(s.self)
 	}); err != nil {
 		return hostid.PidfsProcessIdentityV1{}, err
 	}
@@ -310,13 +310,13 @@ func (n *sidecarNetwork) startHelper(ctx context.Context, sidecarPid int) (hosti
 		return hostid.PidfsProcessIdentityV1{}, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, slirpTimeout)
-	s, err := netpath.StartSlirp(sctx, cfg, n.stderr)
+	slirp, err := netpath.StartSlirp(sctx, cfg, n.stderr)
 	cancel()
 	if err != nil {
 		return hostid.PidfsProcessIdentityV1{}, fmt.Errorf("starting the connectivity helper: %w", err)
 	}
-	n.helper = s
-	pidfd, err := hostid.OpenPidfd(s.Cmd.Process.Pid)
+	n.helper = slirp
+	pidfd, err := hostid.OpenPidfd(slirp.Cmd.Process.Pid)
 	if err != nil {
 		return hostid.PidfsProcessIdentityV1{}, fmt.Errorf("opening the connectivity helper's pidfd: %w", err)
 	}
@@ -325,17 +325,17 @@ func (n *sidecarNetwork) startHelper(ctx context.Context, sidecarPid int) (hosti
 	if err != nil {
 		return hostid.PidfsProcessIdentityV1{}, fmt.Errorf("identifying the connectivity helper: %w", err)
 	}
-	if err := g.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+	if err := s.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		o.Helper.ConnectivityHelper = hostid.StagedOwnership(id)
 	}); err != nil {
 		return hostid.PidfsProcessIdentityV1{}, err
 	}
-	if err := g.update(role, role.ActiveState(), func(o *domainstore.ParticipantOwnership) {
+	if err := s.update(role, role.ActiveState(), func(o *domainstore.ParticipantOwnership) {
 		o.Helper.ConnectivityHelper = committed(id)
 	}); err != nil {
 		return hostid.PidfsProcessIdentityV1{}, err
 	}
-	g.log.Info("connectivity helper started", "binary", n.slirp, "pid", id.HostPID)
+	s.log.Info("connectivity helper started", "binary", n.slirp, "pid", id.HostPID)
 	return id, nil
 }
 
@@ -362,7 +362,7 @@ func (n *sidecarNetwork) slirpConfig(sidecarPid int) (netpath.SlirpConfig, error
 		return cfg, nil
 	}
 	cfg.NoSandbox = true
-	n.g.log.Warn("the connectivity helper runs without its own sandbox: setgroups is denied in the state anchor's user namespace (no subordinate ID range for this user)")
+	n.s.log.Warn("the connectivity helper runs without its own sandbox: setgroups is denied in the state anchor's user namespace (no subordinate ID range for this user)")
 	return cfg, nil
 }
 
@@ -388,9 +388,9 @@ func checkNamespacePath(path string, want hostid.NamespaceIdentity) error {
 func (n *sidecarNetwork) watch() {
 	select {
 	case <-n.exited:
-		n.g.log.Error("network sidecar ended", "err", fmt.Sprint(n.waitErr))
+		n.s.log.Error("network sidecar ended", "err", fmt.Sprint(n.waitErr))
 	case <-n.helper.Done():
-		n.g.log.Error("connectivity helper ended", "err", fmt.Sprint(n.helper.Err()))
+		n.s.log.Error("connectivity helper ended", "err", fmt.Sprint(n.helper.Err()))
 	}
 	close(n.lost)
 }
@@ -398,9 +398,9 @@ func (n *sidecarNetwork) watch() {
 // Release stops the helper, then closes the sidecar's channel (it
 // releases its namespaces and exits), each recorded Clean once reaped.
 func (n *sidecarNetwork) Release(ctx context.Context) error {
-	g := n.g
-	if _, ok := g.current(domainstore.RoleHelper); ok {
-		if err := g.releaseIntent(domainstore.RoleHelper, nil); err != nil {
+	s := n.s
+	if _, ok := s.current(domainstore.RoleHelper); ok {
+		if err := s.releaseIntent(domainstore.RoleHelper, nil); err != nil {
 			return err
 		}
 		method := "connectivity helper never started"
@@ -408,15 +408,15 @@ func (n *sidecarNetwork) Release(ctx context.Context) error {
 			n.helper.Stop()
 			method = "connectivity helper stopped and reaped"
 		}
-		if err := g.clean(domainstore.RoleHelper, method); err != nil {
+		if err := s.clean(domainstore.RoleHelper, method); err != nil {
 			return err
 		}
 	}
-	if err := g.releaseIntent(domainstore.RoleNetwork, nil); err != nil {
+	if err := s.releaseIntent(domainstore.RoleNetwork, nil); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(g.paths.Dir, control.NetworkPolicyName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		g.log.Warn("removing the network policy file", "err", err.Error())
+	if err := os.Remove(filepath.Join(s.paths.Dir, control.NetworkPolicyName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("removing the network policy file", "err", err.Error())
 	}
 	method := "network sidecar never started"
 	if n.ch != nil {
@@ -434,5 +434,43 @@ func (n *sidecarNetwork) Release(ctx context.Context) error {
 		}
 		method = "network sidecar exited and was reaped; its namespaces ended with it"
 	}
-	return g.clean(domainstore.RoleNetwork, method)
+	return s.clean(domainstore.RoleNetwork, method)
+}
+
+// recoverHelper kills the recorded connectivity helper.
+func recoverHelper(s *scope, o *domainstore.ParticipantOwnership) (string, error) {
+	h, err := killRecorded(s.log, "connectivity helper", o.Helper.ConnectivityHelper)
+	if err != nil {
+		return "", err
+	}
+	return "connectivity helper " + h, nil
+}
+
+// recoverNetwork proves that no process is left in the recorded
+// enforcement namespace and removes the policy file status reads.
+func recoverNetwork(s *scope, o *domainstore.ParticipantOwnership) (string, error) {
+	if o.Network.Namespace != nil {
+		if pid, ok := processInNamespace("net", *o.Network.Namespace); ok {
+			return "", fmt.Errorf("process %d is still in the recorded enforcement namespace %v, and no record identifies it; stop it, then run recovery again", pid, *o.Network.Namespace)
+		}
+	}
+	if err := os.Remove(filepath.Join(s.paths.Dir, control.NetworkPolicyName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("removing the network policy file: %w", err)
+	}
+	return "no process is in the recorded enforcement namespace (the network sidecar exits when its coordinator's channel ends)", nil
+}
+
+// processInNamespace returns a process in the namespace want, if any.
+func processInNamespace(kind string, want hostid.NamespaceIdentity) (int, bool) {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		if ns, err := hostid.NamespaceOfProcess(pid, kind); err == nil && ns == want {
+			return pid, true
+		}
+	}
+	return 0, false
 }

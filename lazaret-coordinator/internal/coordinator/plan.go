@@ -3,6 +3,8 @@ package coordinator
 import (
 	"fmt"
 	"slices"
+
+	"lazaret.dev/pkg/domainstore"
 )
 
 // Step is one step of a generation's start order. Steps are the model's
@@ -36,6 +38,30 @@ func (s Step) String() string {
 		return n
 	}
 	return fmt.Sprintf("step(%d)", int(s))
+}
+
+// stepRoles are the participant records each step writes, in release
+// order; the trust anchor writes none.
+var stepRoles = map[Step][]domainstore.Role{
+	StepPrepare:    {domainstore.RolePreparedLower},
+	StepAnchor:     {domainstore.RoleStateAnchor},
+	StepGitRouting: {domainstore.RoleGitRouting},
+	StepNetwork:    {domainstore.RoleHelper, domainstore.RoleNetwork},
+	StepSandbox:    {domainstore.RoleSandbox},
+	StepPublish:    {domainstore.RolePublication},
+}
+
+// RecoveryOrder is the order in which a recovering coordinator releases
+// an earlier generation's participants from their records: the reverse of
+// the start order, so the model's RecoverSandbox, then the network
+// (RecoverSidecar), then RecoverStateAnchor, with the participants the
+// model does not name where the teardown releases them.
+func RecoveryOrder() []domainstore.Role {
+	var out []domainstore.Role
+	for s := StepPublish; s >= StepPrepare; s-- {
+		out = append(out, stepRoles[s]...)
+	}
+	return out
 }
 
 // PlanInput says which optional participants a generation has.

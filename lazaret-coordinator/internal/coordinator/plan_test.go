@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lazaret.dev/pkg/domainstore"
 )
 
 func TestStartOrder(t *testing.T) {
@@ -181,5 +183,20 @@ func TestIdleClockRestartsAtPublication(t *testing.T) {
 	}
 	if d := time.Until(idleDeadline(since, 0, ever)); d < joinWindow-time.Second {
 		t.Fatalf("a generation published now ends in %v; want about the %v join window", d, joinWindow)
+	}
+}
+
+func TestRecoveryOrder(t *testing.T) {
+	want := []domainstore.Role{
+		domainstore.RolePublication, domainstore.RoleSandbox, domainstore.RoleHelper, domainstore.RoleNetwork,
+		domainstore.RoleGitRouting, domainstore.RoleStateAnchor, domainstore.RolePreparedLower,
+	}
+	if got := RecoveryOrder(); !slices.Equal(got, want) {
+		t.Fatalf("RecoveryOrder() = %v, want %v", got, want)
+	}
+	for _, r := range want {
+		if recoverers[r] == nil {
+			t.Errorf("no recoverer for role %v", r)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"lazaret.dev/pkg/domainstore"
 	"lazaret.dev/pkg/image/prepare"
 	imgstore "lazaret.dev/pkg/image/store"
+	"lazaret.dev/pkg/store"
 )
 
 // imageConfig is what the sandbox uses of the image configuration.
@@ -23,23 +24,42 @@ type imageConfig struct {
 // store.
 var ErrImageMissing = errors.New("image is not in the local image store")
 
-// startPrepare is the PreparedLower step: the profile's image prepared for
-// the State Anchor's ID map, and this generation's lease on it.
-func (g *generation) startPrepare(ctx context.Context) error {
+// preparedLower is the PreparedLower participant: the profile's image
+// prepared for the State Anchor's ID map, and this generation's catalog
+// lease on it. Its fields are written by Start, before any later step
+// reads them, and by Release, after every later step was released.
+type preparedLower struct {
+	s *scope
+	// released carries the State Anchor's release evidence into the
+	// lease's ReleaseIntent; the anchor participant is released first.
+	released func() *domainstore.StateAnchorReleaseEvidence
+
+	preparer *prepare.Preparer
+	artifact catalog.PreparedArtifact
+	leased   bool
+	config   imageConfig
+}
+
+func (p *preparedLower) Step() Step            { return StepPrepare }
+func (p *preparedLower) Lost() <-chan struct{} { return nil }
+
+// Start prepares the image and takes the lease, recording the lease as
+// intended before the catalog holds it.
+func (p *preparedLower) Start(ctx context.Context) error {
+	s := p.s
 	const role = domainstore.RolePreparedLower
-	if err := g.intent(role); err != nil {
+	if err := s.intent(role); err != nil {
 		return err
 	}
-	ref := g.cfg.Image()
-	imagesDir := filepath.Join(g.cfg.StorageRoot(), "images")
+	ref := s.cfg.Image()
+	imagesDir := filepath.Join(s.storageRoot, "images")
 	if _, err := os.Stat(imagesDir); errors.Is(err, os.ErrNotExist) {
 		return imageMissing(ref, imagesDir)
 	}
-	images, err := imgstore.Open(imagesDir, g.log)
+	images, err := imgstore.Open(imagesDir, s.log)
 	if err != nil {
 		return fmt.Errorf("opening the image store %q: %w", imagesDir, err)
 	}
-	g.images = images
 	img, err := images.Open(ref)
 	if errors.Is(err, imgstore.ErrNotFound) {
 		return imageMissing(ref, imagesDir)
@@ -48,26 +68,25 @@ func (g *generation) startPrepare(ctx context.Context) error {
 		return fmt.Errorf("opening image %q: %w", ref, err)
 	}
 	if c := img.Config; c != nil {
-		g.imageCfg = imageConfig{
+		p.config = imageConfig{
 			Entrypoint: c.Config.Entrypoint, Cmd: c.Config.Cmd, Env: c.Config.Env,
 			User: c.Config.User, WorkingDir: c.Config.WorkingDir,
 		}
 	}
 	img.Close()
 
-	g.preparer = &prepare.Preparer{Root: g.cfg.StorageRoot(), Images: images, Log: g.log}
-	art, err := g.preparer.Prepare(ctx, ref, g.idMap)
+	p.preparer = &prepare.Preparer{Root: s.storageRoot, Images: images, Log: s.log}
+	art, err := p.preparer.Prepare(ctx, ref, s.idMap)
 	if errors.Is(err, imgstore.ErrNotFound) {
 		return imageMissing(ref, imagesDir)
 	}
 	if err != nil {
-		return fmt.Errorf("preparing image %q for ID map %s: %w", ref, g.idMap, err)
+		return fmt.Errorf("preparing image %q for ID map %s: %w", ref, s.idMap, err)
 	}
-	g.artifact = art
-	g.log.Info("image prepared", "image", ref, "artifact", art.PreparedArtifactID.String(), "path", art.Path)
+	p.artifact = art
+	s.log.Info("image prepared", "image", ref, "artifact", art.PreparedArtifactID.String(), "path", art.Path)
 
-	// The lease is recorded as intended before the catalog holds it.
-	if err := g.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+	if err := s.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		pl := o.PreparedLower
 		pl.PreparedArtifactID = ptr(art.PreparedArtifactID)
 		pl.SourceIdentity = ptr(art.SourceIdentity)
@@ -78,17 +97,17 @@ func (g *generation) startPrepare(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := g.preparer.Acquire(g.lease()); err != nil {
+	if err := p.preparer.Acquire(p.lease()); err != nil {
 		return fmt.Errorf("leasing prepared artifact %s: %w", art.PreparedArtifactID, err)
 	}
-	g.leased = true
-	return g.update(role, domainstore.StateLeaseHeld, func(o *domainstore.ParticipantOwnership) {
+	p.leased = true
+	return s.update(role, domainstore.StateLeaseHeld, func(o *domainstore.ParticipantOwnership) {
 		o.PreparedLower.LeaseState = ptr(domainstore.LeaseHeld)
 	})
 }
 
-func (g *generation) lease() catalog.ArtifactLease {
-	return catalog.ArtifactLease{PreparedArtifactID: g.artifact.PreparedArtifactID, DomainID: g.domain, GenerationID: g.id}
+func (p *preparedLower) lease() catalog.ArtifactLease {
+	return catalog.ArtifactLease{PreparedArtifactID: p.artifact.PreparedArtifactID, DomainID: p.s.domain, GenerationID: p.s.id}
 }
 
 func imageMissing(ref, dir string) error {
@@ -96,31 +115,44 @@ func imageMissing(ref, dir string) error {
 		ErrImageMissing, ref, dir, ref, ref)
 }
 
-// releasePrepare releases the lease, after the State Anchor (whose release
+// Release releases the lease, after the State Anchor (whose release
 // evidence it carries) is gone.
-func (g *generation) releasePrepare() error {
+func (p *preparedLower) Release(context.Context) error {
+	s := p.s
 	const role = domainstore.RolePreparedLower
-	if err := g.releaseIntent(role, func(o *domainstore.ParticipantOwnership) {
+	if err := s.releaseIntent(role, func(o *domainstore.ParticipantOwnership) {
 		if o.PreparedLower.LeaseState != nil {
 			o.PreparedLower.LeaseState = ptr(domainstore.LeaseReleaseIntent)
 		}
-		if g.released != nil {
-			ev := *g.released
-			o.PreparedLower.ReleasedStateAnchor = &domainstore.StateAnchorReleaseEvidence{
-				Daemon:         committed(ev.Daemon),
-				UserNamespace:  ev.UserNamespace,
-				MountNamespace: ev.MountNamespace,
-				Mount:          ev.Mount,
-			}
+		if p.released != nil {
+			o.PreparedLower.ReleasedStateAnchor = p.released()
 		}
 	}); err != nil {
 		return err
 	}
-	if g.leased {
-		if err := g.preparer.Release(g.lease()); err != nil {
-			return fmt.Errorf("releasing the lease on prepared artifact %s: %w", g.artifact.PreparedArtifactID, err)
+	if p.leased {
+		if err := p.preparer.Release(p.lease()); err != nil {
+			return fmt.Errorf("releasing the lease on prepared artifact %s: %w", p.artifact.PreparedArtifactID, err)
 		}
-		g.leased = false
+		p.leased = false
 	}
-	return g.clean(role, "catalog lease removed in the same catalog transaction that checked it")
+	return s.clean(role, "catalog lease removed in the same catalog transaction that checked it")
+}
+
+// recoverPreparedLower removes the recorded lease in the catalog
+// transaction that checks it.
+func recoverPreparedLower(s *scope, o *domainstore.ParticipantOwnership) (string, error) {
+	pl := o.PreparedLower
+	if pl.PreparedArtifactID == nil || pl.LeaseState == nil {
+		return "no lease was taken", nil
+	}
+	prep := &prepare.Preparer{Root: s.storageRoot, Log: s.log}
+	err := prep.Release(catalog.ArtifactLease{PreparedArtifactID: *pl.PreparedArtifactID, DomainID: s.domain, GenerationID: s.id})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "the catalog holds no lease for this generation any more", nil
+	case err != nil:
+		return "", fmt.Errorf("releasing the lease on prepared artifact %s: %w", *pl.PreparedArtifactID, err)
+	}
+	return "catalog lease removed in the same catalog transaction that checked it", nil
 }

@@ -14,7 +14,7 @@ import (
 )
 
 func TestKillRecordedMatchesExactIdentity(t *testing.T) {
-	g := &generation{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	start := func() (*exec.Cmd, hostid.PidfsProcessIdentityV1) {
 		cmd := exec.Command("sleep", "60")
 		if err := cmd.Start(); err != nil {
@@ -38,7 +38,7 @@ func TestKillRecordedMatchesExactIdentity(t *testing.T) {
 		cmd, id := start()
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
-		how, err := g.killRecorded("test process", hostid.CommittedOwnership(id))
+		how, err := killRecorded(log, "test process", hostid.CommittedOwnership(id))
 		if err != nil || !strings.Contains(how, "killed through a pidfd") {
 			t.Fatalf("killRecorded = %q, %v", how, err)
 		}
@@ -52,7 +52,7 @@ func TestKillRecordedMatchesExactIdentity(t *testing.T) {
 		cmd, id := start()
 		forged := id
 		forged.Authority.PidfsInode++ // a pidfs identity the live process does not have
-		how, err := g.killRecorded("test process", hostid.CommittedOwnership(forged))
+		how, err := killRecorded(log, "test process", hostid.CommittedOwnership(forged))
 		if err != nil || !strings.Contains(how, "left alone") {
 			t.Fatalf("killRecorded = %q, %v", how, err)
 		}
@@ -64,13 +64,13 @@ func TestKillRecordedMatchesExactIdentity(t *testing.T) {
 		cmd, id := start()
 		cmd.Process.Kill()
 		cmd.Wait()
-		how, err := g.killRecorded("test process", hostid.CommittedOwnership(id))
+		how, err := killRecorded(log, "test process", hostid.CommittedOwnership(id))
 		if err != nil || !strings.Contains(how, "exited") {
 			t.Fatalf("killRecorded = %q, %v", how, err)
 		}
 	})
 	t.Run("never started", func(t *testing.T) {
-		how, err := g.killRecorded("test process", hostid.PersistedHostProcessOwnership{})
+		how, err := killRecorded(log, "test process", hostid.PersistedHostProcessOwnership{})
 		if err != nil || how != "never started" {
 			t.Fatalf("killRecorded = %q, %v", how, err)
 		}

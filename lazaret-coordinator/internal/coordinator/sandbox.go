@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -51,55 +51,68 @@ type sandbox struct {
 	output *os.File // read end of the container's stdout and stderr
 }
 
-// prepareGenerationDirs creates the generation's directory and the
-// directories below it that the steps fill in.
-func (g *generation) prepareGenerationDirs() error {
-	if err := mkdirPrivate(g.dir); err != nil {
-		return err
-	}
-	for _, d := range []string{g.runscRoot(), g.bundleDir(), g.controlDir(), g.etcDir(), g.sessionDir()} {
-		if err := mkdirPrivate(d); err != nil {
-			return err
-		}
-	}
-	return nil
+// sandboxStep is the Sandbox participant (StartRuntimeSupervisor,
+// ArmRuntimeCausalEdge, StartSandbox): the bundle written, the Runtime
+// Supervisor started and armed, then the attached `runsc run` inside the
+// State Anchor's namespaces, each recorded before it is acquired. The
+// sessions run their commands in it.
+type sandboxStep struct {
+	s       *scope
+	anchor  *stateAnchor
+	image   *preparedLower
+	view    workspaceView
+	network networkView
+
+	// sb is set by Start, before the publication that lets sessions use
+	// it, and never cleared; releasing is set when Release begins.
+	sb        *sandbox
+	releasing atomic.Bool
 }
 
-// startSandbox is the Sandbox step: bundle written, Runtime Supervisor
-// started and armed, then the attached `runsc run` inside the State
-// Anchor's namespaces, each recorded before it is acquired.
-func (g *generation) startSandbox(ctx context.Context) error {
+func (p *sandboxStep) Step() Step { return StepSandbox }
+
+// Lost is closed once the Runtime Supervisor was reaped.
+func (p *sandboxStep) Lost() <-chan struct{} {
+	if p.sb == nil {
+		return nil
+	}
+	return p.sb.exited
+}
+
+// Start runs the Sandbox step.
+func (p *sandboxStep) Start(ctx context.Context) error {
+	s := p.s
 	const role = domainstore.RoleSandbox
-	if err := g.intent(role); err != nil {
+	if err := s.intent(role); err != nil {
 		return err
 	}
-	user, err := g.resolveUser()
+	user, err := p.resolveUser()
 	if err != nil {
 		return err
 	}
-	if err := copyFile(g.help.Guest, filepath.Join(g.controlDir(), guestName), 0o755); err != nil {
+	if err := copyFile(s.help.Guest, filepath.Join(s.controlDir(), guestName), 0o755); err != nil {
 		return fmt.Errorf("installing the guest binary: %w", err)
 	}
-	if err := g.writeEtc(); err != nil {
+	if err := p.writeEtc(); err != nil {
 		return err
 	}
-	vols, err := g.volumes()
+	vols, err := p.volumes()
 	if err != nil {
 		return err
 	}
 	spec, err := bundle.Container(bundle.Input{
 		Layout:     layout.Production(),
-		RootfsPath: g.rootfsDir(),
+		RootfsPath: s.rootfsDir(),
 		Hostname:   sandboxHostname,
-		Image:      g.bundleImage(),
+		Image:      p.image.config.bundle(),
 		User:       user,
-		Workspace:  g.view.Source(),
-		ControlDir: g.controlDir(),
-		EtcDir:     g.etcDir(),
+		Workspace:  p.view.Source(),
+		ControlDir: s.controlDir(),
+		EtcDir:     s.etcDir(),
 		Volumes:    vols,
 		InitArgv:   []string{filepath.Join(layout.Control, guestName), "init"},
 		// The sandbox namespace the network sidecar holds.
-		NetworkPath: g.network.NamespacePath(),
+		NetworkPath: p.network.NamespacePath(),
 	})
 	if err != nil {
 		return fmt.Errorf("planning the container: %w", err)
@@ -109,34 +122,34 @@ func (g *generation) startSandbox(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("encoding the container spec: %w", err)
 	}
-	if err := writeNew(filepath.Join(g.bundleDir(), "config.json"), cfgJSON, 0o600); err != nil {
+	if err := writeNew(filepath.Join(s.bundleDir(), "config.json"), cfgJSON, 0o600); err != nil {
 		return fmt.Errorf("writing the container spec: %w", err)
 	}
 	digest := ids.Digest(sha256.Sum256(cfgJSON))
-	rootID, err := mountIdentityOf(g.runscRoot())
+	rootID, err := mountIdentityOf(s.runscRoot())
 	if err != nil {
 		return err
 	}
 	sb := &sandbox{
-		runsc:  Runsc{Path: g.help.Runsc, Root: g.runscRoot(), Platform: g.help.Platform, Network: "sandbox"},
-		id:     g.containerID(),
+		runsc:  Runsc{Path: s.help.Runsc, Root: s.runscRoot(), Platform: s.help.Platform, Network: "sandbox"},
+		id:     s.containerID(),
 		user:   user,
 		exited: make(chan struct{}),
 	}
 	// The HC is the sandbox's direct edge: it exists and is committed
 	// when this snapshot is created.
-	if err := g.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
-		s := o.Sandbox
-		s.ContainerID = ptr(sb.id)
-		s.RuntimeRoot = ptr(g.runscRoot())
-		s.RuntimeRootIdentity = ptr(rootID)
-		s.BundleDigest = ptr(digest)
-		s.HostCoordinator = committed(g.self)
+	if err := s.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+		r := o.Sandbox
+		r.ContainerID = ptr(sb.id)
+		r.RuntimeRoot = ptr(s.runscRoot())
+		r.RuntimeRootIdentity = ptr(rootID)
+		r.BundleDigest = ptr(digest)
+		r.HostCoordinator = committed(s.self)
 	}); err != nil {
 		return err
 	}
 
-	argv, err := g.anchor.EnterArgs(sb.runsc.Run(g.bundleDir(), sb.id))
+	argv, err := p.anchor.enterArgs(sb.runsc.Run(s.bundleDir(), sb.id))
 	if err != nil {
 		return fmt.Errorf("entering the state anchor's namespaces: %w", err)
 	}
@@ -145,9 +158,9 @@ func (g *generation) startSandbox(ctx context.Context) error {
 		return fmt.Errorf("creating the sandbox output pipe: %w", err)
 	}
 	sb.output = outR
-	g.log.Info("starting sandbox", "container", sb.id, "runsc_root", g.runscRoot(), "bundle", g.bundleDir(), "rootfs", g.rootfsDir(), "platform", g.help.Platform)
+	s.log.Info("starting sandbox", "container", sb.id, "runsc_root", s.runscRoot(), "bundle", s.bundleDir(), "rootfs", s.rootfsDir(), "platform", s.help.Platform)
 	h, err := supervise.Launch(ctx, supervise.LaunchSpec{
-		SupervisorPath: g.help.Supervisor,
+		SupervisorPath: s.help.Supervisor,
 		SupervisorSlot: hostid.SlotSandboxRuntimeSupervisor,
 		Slot:           hostid.SlotSandboxAttachedRunsc,
 		Argv:           argv,
@@ -155,74 +168,75 @@ func (g *generation) startSandbox(ctx context.Context) error {
 		Dir:            "/",
 		Stdout:         outW,
 		Stderr:         outW,
-		Domain:         g.domain, Generation: g.id, Coordinator: g.coordinator,
-		Logger: g.log,
-	}, sandboxHooks{g})
+		Domain:         s.domain, Generation: s.id, Coordinator: s.coordinator,
+		Logger: s.log,
+	}, sandboxHooks{s})
 	outW.Close()
-	go g.logOutput(outR)
+	go p.logOutput(outR)
 	if err != nil {
 		return fmt.Errorf("launching runsc under the runtime supervisor: %w", err)
 	}
 	sb.handle = h
-	g.sandbox = sb
+	p.sb = sb
 	go func() {
 		sb.status, sb.err = h.Wait()
 		close(sb.exited)
 	}()
-	if err := g.waitRunning(ctx, sb); err != nil {
+	if err := p.waitRunning(ctx, sb); err != nil {
 		return err
 	}
-	g.trace.sandboxStarted(g.sandboxID)
-	return g.update(role, role.ActiveState(), func(*domainstore.ParticipantOwnership) {})
+	s.trace.sandboxStarted(s.sandboxID)
+	return s.update(role, role.ActiveState(), func(*domainstore.ParticipantOwnership) {})
 }
 
 // sandboxHooks record the Runtime Supervisor and the attached runsc
 // through the staged/committed barrier.
-type sandboxHooks struct{ g *generation }
+type sandboxHooks struct{ s *scope }
 
 func (h sandboxHooks) StageSupervisor(_ context.Context, s hostid.StagedProcessOwnership) error {
-	return h.g.update(domainstore.RoleSandbox, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+	return h.s.update(domainstore.RoleSandbox, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		o.Sandbox.RuntimeSupervisor = hostid.StagedOwnership(s.Identity)
 	})
 }
 
 func (h sandboxHooks) CommitSupervisor(_ context.Context, s hostid.StagedProcessOwnership) error {
-	err := h.g.update(domainstore.RoleSandbox, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+	err := h.s.update(domainstore.RoleSandbox, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		o.Sandbox.RuntimeSupervisor = committed(s.Identity)
 	})
 	if err == nil {
 		// The supervisor arms its child's parent-death signal before the
 		// child runs anything: the edge is armed with the supervisor.
-		h.g.trace.supervisorStarted()
+		h.s.trace.supervisorStarted()
 	}
 	return err
 }
 
 func (h sandboxHooks) StageChild(_ context.Context, s hostid.StagedProcessOwnership) error {
-	return h.g.update(domainstore.RoleSandbox, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+	return h.s.update(domainstore.RoleSandbox, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		o.Sandbox.AttachedRunsc = hostid.StagedOwnership(s.Identity)
 	})
 }
 
 func (h sandboxHooks) CommitChild(_ context.Context, s hostid.StagedProcessOwnership) error {
-	return h.g.update(domainstore.RoleSandbox, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
+	return h.s.update(domainstore.RoleSandbox, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		o.Sandbox.AttachedRunsc = committed(s.Identity)
 	})
 }
 
 // waitRunning polls `runsc state` until the container runs, the runsc
 // child ends, or the start times out.
-func (g *generation) waitRunning(ctx context.Context, sb *sandbox) error {
+func (p *sandboxStep) waitRunning(ctx context.Context, sb *sandbox) error {
+	s := p.s
 	deadline := time.Now().Add(60 * time.Second)
 	delay := 5 * time.Millisecond
 	for {
-		state, err := g.containerState(ctx, sb)
+		state, err := p.containerState(ctx, sb)
 		if err == nil && state == "running" {
 			return nil
 		}
 		select {
 		case <-sb.exited:
-			g.trace.runtimeLost(errors.Is(sb.err, supervise.ErrNoExitReport))
+			s.trace.runtimeLost(errors.Is(sb.err, supervise.ErrNoExitReport))
 			return fmt.Errorf("runsc run of container %q ended during start (%v, %v); see the log", sb.id, sb.status, sb.err)
 		case <-ctx.Done():
 			return ctx.Err()
@@ -238,9 +252,9 @@ func (g *generation) waitRunning(ctx context.Context, sb *sandbox) error {
 }
 
 // containerState returns the status field of `runsc state`.
-func (g *generation) containerState(ctx context.Context, sb *sandbox) (string, error) {
+func (p *sandboxStep) containerState(ctx context.Context, sb *sandbox) (string, error) {
 	argv := append(sb.runsc.Global(), "state", sb.id)
-	out, err := g.runInAnchor(ctx, argv)
+	out, err := p.anchor.run(ctx, argv)
 	if err != nil {
 		return "", err
 	}
@@ -253,53 +267,34 @@ func (g *generation) containerState(ctx context.Context, sb *sandbox) (string, e
 	return st.Status, nil
 }
 
-// runInAnchor runs argv inside the State Anchor's namespaces with the
-// runsc environment and returns its stdout; stderr goes to the log.
-func (g *generation) runInAnchor(ctx context.Context, argv []string) ([]byte, error) {
-	if g.anchor == nil {
-		return nil, errors.New("the state anchor is gone")
-	}
-	cmd, err := g.anchor.CommandInNamespaces(ctx, argv)
-	if err != nil {
-		return nil, err
-	}
-	cmd.Env = runscEnv
-	cmd.Dir = "/"
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	if err != nil {
-		return stdout.Bytes(), fmt.Errorf("running %q: %w: %s", argv[len(argv)-2:], err, oneLine(stderr.String()))
-	}
-	return stdout.Bytes(), nil
-}
-
 // logOutput copies the container's stdout and stderr (the guest init and
 // runsc's own messages) to the log, line by line.
-func (g *generation) logOutput(r io.ReadCloser) {
+func (p *sandboxStep) logOutput(r io.ReadCloser) {
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for sc.Scan() {
-		g.log.Info("sandbox output", "line", sc.Text())
+		p.s.log.Info("sandbox output", "line", sc.Text())
 	}
 }
 
-// stopSandbox is StopSandbox: runsc kill and delete --force, the Runtime
+// Release is StopSandbox: runsc kill and delete --force, the Runtime
 // Supervisor stopped and reaped, then Clean with that proof.
-func (g *generation) stopSandbox(ctx context.Context) error {
+func (p *sandboxStep) Release(ctx context.Context) error {
+	s := p.s
+	p.releasing.Store(true)
 	const role = domainstore.RoleSandbox
-	if err := g.releaseIntent(role, nil); err != nil {
+	if err := s.releaseIntent(role, nil); err != nil {
 		return err
 	}
-	sb := g.sandbox
+	sb := p.sb
 	// How long the attached runsc gets to end after `runsc kill`; none
 	// when the kill could not be sent (the State Anchor is gone, and its
 	// namespaces with it), so that its supervisor is stopped at once.
 	grace := 5 * time.Second
-	if sb != nil && g.anchor != nil {
-		if _, err := g.runInAnchor(ctx, sb.runsc.Kill(sb.id, 0, "KILL")); err != nil {
-			g.log.Info("runsc kill", "container", sb.id, "result", err.Error())
+	if sb != nil {
+		if _, err := p.anchor.run(ctx, sb.runsc.Kill(sb.id, 0, "KILL")); err != nil {
+			s.log.Info("runsc kill", "container", sb.id, "result", err.Error())
 			grace = 0
 		}
 	}
@@ -315,10 +310,10 @@ func (g *generation) stopSandbox(ctx context.Context) error {
 				<-sb.exited
 			}
 		}
-		g.log.Info("runtime supervisor reaped", "status", sb.status.String(), "err", fmt.Sprint(sb.err))
+		s.log.Info("runtime supervisor reaped", "status", sb.status.String(), "err", fmt.Sprint(sb.err))
 	}
-	if sb != nil && g.anchor != nil {
-		if _, err := g.runInAnchor(ctx, sb.runsc.Delete(sb.id)); err != nil {
+	if sb != nil && p.anchor.live() {
+		if _, err := p.anchor.run(ctx, sb.runsc.Delete(sb.id)); err != nil {
 			return fmt.Errorf("deleting container %q: %w", sb.id, err)
 		}
 	}
@@ -333,17 +328,34 @@ func (g *generation) stopSandbox(ctx context.Context) error {
 		}
 		sb.handle.Release()
 	}
-	if err := os.RemoveAll(g.runscRoot()); err != nil {
-		return fmt.Errorf("removing the runsc state directory %q: %w", g.runscRoot(), err)
+	if err := os.RemoveAll(s.runscRoot()); err != nil {
+		return fmt.Errorf("removing the runsc state directory %q: %w", s.runscRoot(), err)
 	}
-	g.sandbox = nil
-	return g.clean(role, "runtime supervisor reaped, runsc pidfd reports exit, runsc delete --force done")
+	return s.clean(role, "runtime supervisor reaped, runsc pidfd reports exit, runsc delete --force done")
+}
+
+// running reports whether the sandbox was started and its release has
+// not begun: commands may be run in it (they fail on their own when its
+// runtime has ended).
+func (p *sandboxStep) running() bool { return p.sb != nil && !p.releasing.Load() }
+
+// execArgs is the argv of a `runsc exec` of the process spec at
+// processFile into the sandbox, entering the State Anchor's namespaces;
+// runsc writes the guest's PID to pidFile.
+func (p *sandboxStep) execArgs(processFile, pidFile string) ([]string, error) {
+	return p.anchor.enterArgs(p.sb.runsc.Exec(p.sb.id, processFile, pidFile))
+}
+
+// killProcess sends SIGKILL to the guest process pid (`runsc kill --pid`).
+func (p *sandboxStep) killProcess(ctx context.Context, pid int) error {
+	_, err := p.anchor.run(ctx, p.sb.runsc.Kill(p.sb.id, pid, "KILL"))
+	return err
 }
 
 // runtimeGone reports, without waiting, whether the sandbox runtime has
 // ended: its supervisor reaped, or the attached runsc exited.
-func (g *generation) runtimeGone() bool {
-	sb := g.sandbox
+func (p *sandboxStep) runtimeGone() bool {
+	sb := p.sb
 	if sb == nil || sb.handle == nil {
 		return false
 	}
@@ -395,31 +407,30 @@ func exitedWithin(pidfd int, d time.Duration) bool {
 
 // resolveUser resolves the image's User against the image's own
 // /etc/passwd and /etc/group in the prepared artifact.
-func (g *generation) resolveUser() (bundle.User, error) {
-	fd, err := unix.Open(g.artifact.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+func (p *sandboxStep) resolveUser() (bundle.User, error) {
+	art, cfg := p.image.artifact, p.image.config
+	fd, err := unix.Open(art.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return bundle.User{}, fmt.Errorf("opening the prepared artifact %q: %w", g.artifact.Path, err)
+		return bundle.User{}, fmt.Errorf("opening the prepared artifact %q: %w", art.Path, err)
 	}
 	defer unix.Close(fd)
-	u, err := bundle.ResolveUser(fd, g.imageCfg.User)
+	u, err := bundle.ResolveUser(fd, cfg.User)
 	if err != nil {
-		return bundle.User{}, fmt.Errorf("resolving image user %q: %w", g.imageCfg.User, err)
+		return bundle.User{}, fmt.Errorf("resolving image user %q: %w", cfg.User, err)
 	}
 	return u, nil
 }
 
-func (g *generation) bundleImage() bundle.ImageConfig {
-	return bundle.ImageConfig{
-		Entrypoint: g.imageCfg.Entrypoint, Cmd: g.imageCfg.Cmd,
-		Env: g.imageCfg.Env, WorkingDir: g.imageCfg.WorkingDir,
-	}
+func (c imageConfig) bundle() bundle.ImageConfig {
+	return bundle.ImageConfig{Entrypoint: c.Entrypoint, Cmd: c.Cmd, Env: c.Env, WorkingDir: c.WorkingDir}
 }
 
 // writeEtc writes the sandbox's resolv.conf, hosts and hostname.
-func (g *generation) writeEtc() error {
+func (p *sandboxStep) writeEtc() error {
+	s := p.s
 	var resolv strings.Builder
 	resolv.WriteString("# the resolvers the Lazaret network policy allows\n")
-	for _, r := range g.network.Resolvers() {
+	for _, r := range p.network.Resolvers() {
 		resolv.WriteString("nameserver " + r.String() + "\n")
 	}
 	files := map[string]string{
@@ -428,7 +439,7 @@ func (g *generation) writeEtc() error {
 		"hostname":    sandboxHostname + "\n",
 	}
 	for name, content := range files {
-		if err := writeNew(filepath.Join(g.etcDir(), name), []byte(content), 0o644); err != nil {
+		if err := writeNew(filepath.Join(s.etcDir(), name), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("writing the sandbox's /etc/%s: %w", name, err)
 		}
 	}
@@ -439,9 +450,10 @@ func (g *generation) writeEtc() error {
 // the configuration resolved, re-checked here against the identity its
 // ConfinedPathPlan recorded; a create=true source that does not exist yet
 // is created (mode 0700, parent must exist).
-func (g *generation) volumes() ([]bundle.Volume, error) {
+func (p *sandboxStep) volumes() ([]bundle.Volume, error) {
+	s := p.s
 	var out []bundle.Volume
-	for i, v := range g.cfg.Volumes() {
+	for i, v := range s.cfg.Volumes() {
 		src := v.Record.CanonicalHostSource
 		if v.Plan.Pending() {
 			if err := os.Mkdir(src, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
@@ -501,4 +513,18 @@ func copyFile(src, dst string, perm os.FileMode) error {
 		return fmt.Errorf("copying %q to %q: %w", src, dst, err)
 	}
 	return nil
+}
+
+// recoverSandbox kills the recorded attached runsc first (the sandbox and
+// gofer run --attached and die with it), then its Runtime Supervisor.
+func recoverSandbox(s *scope, o *domainstore.ParticipantOwnership) (string, error) {
+	a, err := killRecorded(s.log, "attached runsc", o.Sandbox.AttachedRunsc)
+	if err != nil {
+		return "", err
+	}
+	sup, err := killRecorded(s.log, "runtime supervisor", o.Sandbox.RuntimeSupervisor)
+	if err != nil {
+		return "", err
+	}
+	return "attached runsc " + a + "; runtime supervisor " + sup, nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -175,48 +174,44 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 	}
 	defer os.Remove(filepath.Join(cp.Dir, control.CoordinatorName))
 
-	g := &generation{
-		log: log, cfg: cfg, store: st, help: help,
+	s := &scope{
+		log: log, cfg: cfg, store: st, help: help, trace: tr,
 		domain: domain, id: ids.GenerationID(ids.New()),
 		coordinator: ids.CoordinatorID(ids.New()), sandboxID: ids.SandboxID(ids.New()),
 		sidecarID:   ids.SidecarID(ids.New()),
-		fingerprint: fp, self: self, selfPidfd: selfPidfd,
-		runtimeRoot: runtimeRoot, paths: cp, idMap: m,
+		fingerprint: fp, self: self,
+		runtimeRoot: runtimeRoot, storageRoot: cfg.StorageRoot(), paths: cp, idMap: m,
 		participants: map[domainstore.Role]domainstore.Participant{},
-		view:         &bindView{dir: cfg.Workspace()},
-		trace:        tr,
 	}
-	g.dir = filepath.Join(cp.Dir, "gen-"+g.id.String())
-	if g.view, err = g.chooseWorkspaceView(opts.Environment, opts.Log); err != nil {
+	s.dir = filepath.Join(cp.Dir, "gen-"+s.id.String())
+	if s.escalationTimeouts, err = escalationTimeouts(opts.Environment); err != nil {
 		return err
 	}
-	if g.network, err = newSidecarNetwork(g, opts.Log); err != nil {
+	s.ident = protocol.GenerationIdentity{
+		AgentProfile: cfg.Profile(), DomainID: domain, GenerationID: s.id,
+		ConfigurationFingerprint: fp, CoordinatorID: s.coordinator, SandboxID: s.sandboxID,
+	}
+	s.log = log.With("generation", s.id.String())
+	g, err := newGeneration(s, participantEnv{environ: opts.Environment.LookupEnv, helperLog: opts.Log})
+	if err != nil {
 		return err
 	}
-	if g.escalationTimeouts, err = escalationTimeouts(opts.Environment); err != nil {
-		return err
-	}
-	g.ident = protocol.GenerationIdentity{
-		AgentProfile: cfg.Profile(), DomainID: domain, GenerationID: g.id,
-		ConfigurationFingerprint: fp, CoordinatorID: g.coordinator, SandboxID: g.sandboxID,
-	}
-	g.log = log.With("generation", g.id.String())
 	if err := st.Update(func(tx *domainstore.Tx) error {
 		return tx.PutGeneration(domainstore.Generation{
-			DomainID: domain, GenerationID: g.id, ConfigurationFingerprint: fp,
-			CoordinatorID: g.coordinator, NetworkSidecarID: g.sidecarID,
-			SandboxID: g.sandboxID, DurableDecision: domainstore.PhaseStarting,
+			DomainID: domain, GenerationID: s.id, ConfigurationFingerprint: fp,
+			CoordinatorID: s.coordinator, NetworkSidecarID: s.sidecarID,
+			SandboxID: s.sandboxID, DurableDecision: domainstore.PhaseStarting,
 		})
 	}); err != nil {
 		return fmt.Errorf("recording the generation: %w", err)
 	}
-	g.log.Info("generation starting", "domain", domain.String(), "profile", cfg.Profile(), "workspace", cfg.Workspace(),
+	s.log.Info("generation starting", "domain", domain.String(), "profile", cfg.Profile(), "workspace", cfg.Workspace(),
 		"runsc", help.Runsc, "platform", help.Platform, "id_map", m.String())
 
-	sess := newSessions(g)
-	tr.begin(g.id, opts.Session)
-	if err := g.start(ctx, rep, opts.Log); err != nil {
-		g.log.Error("start failed", "err", err.Error())
+	sess := newSessions(s, g.sandbox, g.trust)
+	tr.begin(s.id, opts.Session)
+	if err := g.start(ctx, rep); err != nil {
+		s.log.Error("start failed", "err", err.Error())
 		rep.fail(err)
 		return errors.Join(err, g.fail(sess, nil, "start failed"))
 	}
@@ -228,7 +223,7 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		rep.fail(err)
 		return errors.Join(err, g.fail(sess, nil, "control server failed"))
 	}
-	if err := g.setPhase(domainstore.PhaseReady); err != nil {
+	if err := s.setPhase(domainstore.PhaseReady); err != nil {
 		rep.fail(err)
 		return errors.Join(err, g.fail(sess, stopServer, "recording Ready failed"))
 	}
@@ -237,92 +232,14 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		rep.kept(rv.keptOnly)
 	}
 	rep.ready()
-	g.log.Info("generation ready", "socket", cp.Socket, "identity", cp.Identity)
+	s.log.Info("generation ready", "socket", cp.Socket, "identity", cp.Identity)
 
 	reason := g.waitIdle(ctx, sess, opts.Linger)
-	g.log.Info("ending generation", "reason", reason.String())
+	s.log.Info("ending generation", "reason", reason.String())
 	if reason == endLost {
 		return g.fail(sess, stopServer, "runtime lost")
 	}
 	return g.teardown(sess, stopServer)
-}
-
-// start runs the start order.
-func (g *generation) start(ctx context.Context, rep *report, helperLog io.Writer) error {
-	if err := g.prepareGenerationDirs(); err != nil {
-		return err
-	}
-	if err := g.takeReviewBaseline(); err != nil {
-		return err
-	}
-	for _, step := range StartOrder(PlanInput{GitRoutingDaemon: g.view.Participant(), NetworkSidecar: g.network.Participant()}) {
-		rep.step(step)
-		g.mu.Lock()
-		g.done = append(g.done, step)
-		g.mu.Unlock()
-		t0 := time.Now()
-		var err error
-		switch step {
-		case StepPrepare:
-			err = g.startPrepare(ctx)
-		case StepAnchor:
-			err = g.startAnchor(ctx, helperLog)
-		case StepTrust:
-			err = g.startTrust()
-		case StepGitRouting:
-			err = g.view.Start(ctx)
-		case StepNetwork:
-			err = g.network.Start(ctx)
-		case StepSandbox:
-			err = g.startSandbox(ctx)
-		case StepPublish:
-			// The network proved ready; it must still be there when the
-			// Domain is published.
-			select {
-			case <-g.network.Lost():
-				err = errors.New("the network sidecar or its connectivity helper ended before publication")
-			default:
-				err = g.startPublish()
-			}
-		}
-		if err != nil {
-			return &stepError{Step: step, Err: err}
-		}
-		switch step {
-		case StepAnchor:
-			g.trace.domain("MountStateAnchor")
-		case StepTrust:
-			g.trace.domain("CreateTrustAnchor")
-		case StepNetwork:
-			// The sidecar's readiness is proven (or the profile has no
-			// network to enforce): the model's sidecar is Ready.
-			g.trace.domain("StartSidecar")
-		}
-		g.log.Info("step done", "step", step.String(), "seconds", time.Since(t0).Seconds())
-	}
-	return nil
-}
-
-// serveControl starts the control server on the published listener.
-func (g *generation) serveControl(ctx context.Context, sess *sessions) (<-chan struct{}, error) {
-	srv, err := control.NewServer(control.Config{
-		CA: g.trust.ca, TLS: g.trust.serverTLS,
-		CoordinatorKey: g.trust.coordinatorKey, Coordinator: g.trust.coordinator, Sandbox: g.trust.sandbox,
-		Sessions: sess, OnRegister: sess.register, Logger: g.log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("building the control server: %w", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Withdrawing the publication closes the listener first (the
-		// model's BeginTeardown), which ends Serve with net.ErrClosed.
-		if err := srv.Serve(ctx, g.staged.Listener); err != nil && ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-			g.log.Error("control server stopped", "err", err.Error())
-		}
-	}()
-	return done, nil
 }
 
 // checkSession checks the --session flag: empty, or a session ID in hex.

@@ -45,9 +45,14 @@ var (
 // through a gated `runsc exec` client inside the State Anchor's
 // namespaces, recorded as the session's SessionTerminal.
 type sessions struct {
-	g  *generation
-	l  *launcher
-	mu sync.Mutex
+	// scope, sandbox and trust are the generation's; the sessions only
+	// read them, and use the sandbox and the escalation engine only
+	// after the publication.
+	scope   *scope
+	sandbox *sandboxStep
+	trust   *trustStep
+	l       *launcher
+	mu      sync.Mutex
 	// registered sessions and whether their terminal was used.
 	registered map[ids.SessionID]bool
 	active     int
@@ -62,9 +67,9 @@ type sessions struct {
 	lostFlag  bool
 }
 
-func newSessions(g *generation) *sessions {
+func newSessions(s *scope, sandbox *sandboxStep, trust *trustStep) *sessions {
 	return &sessions{
-		g: g, l: newLauncher(),
+		scope: s, sandbox: sandbox, trust: trust, l: newLauncher(),
 		registered: map[ids.SessionID]bool{},
 		idleSince:  time.Now(),
 		changed:    make(chan struct{}, 1),
@@ -99,12 +104,12 @@ func (s *sessions) register(_ context.Context, b protocol.SessionBinding) error 
 	s.registered[b.SessionID] = false
 	s.idleSince = time.Now()
 	s.mu.Unlock()
-	s.g.trace.register(b.SessionID.String(), b.CLIID.String(), anchorDigest(b.SessionAnchorPublicKey).String())
+	s.scope.trace.register(b.SessionID.String(), b.CLIID.String(), anchorDigest(b.SessionAnchorPublicKey).String())
 	s.escalation().bind(b)
 	s.notify()
-	return s.g.store.Update(func(tx *domainstore.Tx) error {
+	return s.scope.store.Update(func(tx *domainstore.Tx) error {
 		return tx.PutSession(domainstore.Session{
-			GenerationID: s.g.id, SessionID: b.SessionID, CLIID: b.CLIID,
+			GenerationID: s.scope.id, SessionID: b.SessionID, CLIID: b.CLIID,
 			SessionAnchorID: anchorDigest(b.SessionAnchorPublicKey),
 			SessionPhase:    domainstore.SessionAttached,
 		})
@@ -131,7 +136,7 @@ func (s *sessions) begin(id ids.SessionID) error {
 // its capability ends with it before its end is recorded.
 func (s *sessions) end(id ids.SessionID) {
 	s.escalation().endSession(id)
-	s.g.trace.disconnect(id.String())
+	s.scope.trace.disconnect(id.String())
 	s.mu.Lock()
 	s.active--
 	s.idleSince = time.Now()
@@ -174,12 +179,7 @@ func (s *sessions) stopAll(lost bool) {
 
 // escalation is the generation's escalation engine, nil before the trust
 // step and when the profile disables escalation.
-func (s *sessions) escalation() *hostEscalation {
-	if t := s.g.trust; t != nil {
-		return t.escalation
-	}
-	return nil
-}
+func (s *sessions) escalation() *hostEscalation { return s.trust.escalation() }
 
 func (s *sessions) isLost() bool {
 	s.mu.Lock()
@@ -199,22 +199,22 @@ func (s *sessions) waitIdle() {
 
 // processSpec returns the session's process spec in a sealed memfd: it
 // holds the resolved env: values and never touches a file system.
-func (s *sessions) processSpec(b protocol.SessionBinding, capability protocol.SessionRequestCapability, argv []string, terminal bool, size protocol.TerminalResize) (*os.File, error) {
-	g := s.g
-	env := make([]string, 0, len(g.cfg.EnvironmentReferences())+1)
-	for _, ref := range g.cfg.EnvironmentReferences() {
-		if v, ok := g.cfg.EnvironmentValue(ref.SandboxName); ok {
+func (s *sessions) processSpec(rs runSpec) (*os.File, error) {
+	cfg := s.scope.cfg
+	env := make([]string, 0, len(cfg.EnvironmentReferences())+1)
+	for _, ref := range cfg.EnvironmentReferences() {
+		if v, ok := cfg.EnvironmentValue(ref.SandboxName); ok {
 			env = append(env, ref.SandboxName+"="+v)
 		}
 	}
-	capEnv, err := mailbox.EncodeCapability(&capability)
+	capEnv, err := mailbox.EncodeCapability(&rs.capability)
 	if err != nil {
 		return nil, err
 	}
 	env = append(env, mailbox.EnvCapability+"="+capEnv)
 	spec, err := bundle.Session(bundle.SessionInput{
-		Image: g.bundleImage(), User: g.sandbox.user, Argv: argv, Env: env,
-		Terminal: terminal, Rows: size.Rows, Columns: size.Columns,
+		Image: s.sandbox.image.config.bundle(), User: s.sandbox.sb.user, Argv: rs.argv, Env: env,
+		Terminal: rs.terminal, Rows: rs.size.Rows, Columns: rs.size.Columns,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("planning the session process: %w", err)
@@ -269,22 +269,36 @@ func (r *run) watchGuest(running bool) {
 }
 
 func (r *run) putTerminal(t domainstore.SessionTerminal, proof *store.AbsenceProof) error {
-	if err := r.s.g.store.Update(func(tx *domainstore.Tx) error { return tx.PutTerminal(t, proof) }); err != nil {
+	if err := r.s.scope.store.Update(func(tx *domainstore.Tx) error { return tx.PutTerminal(t, proof) }); err != nil {
 		return fmt.Errorf("recording the session terminal as %v: %w", t.State, err)
 	}
 	r.term = t
 	return nil
 }
 
+// runSpec is one command a session runs.
+type runSpec struct {
+	binding    protocol.SessionBinding
+	capability protocol.SessionRequestCapability
+	argv       []string
+	terminal   bool
+	size       protocol.TerminalResize
+	// stdin, stdout and stderr become the exec client's; ptyMaster is
+	// the master side of an interactive terminal, nil for Execute.
+	stdin, stdout, stderr *os.File
+	ptyMaster             *os.File
+}
+
 // startRun records the terminal, starts the gated exec client with
 // stdio, stages and commits it, opens the gate and records the guest
 // process.
-func (s *sessions) startRun(b protocol.SessionBinding, capability protocol.SessionRequestCapability, argv []string, terminal bool, size protocol.TerminalResize, stdin, stdout, stderr *os.File, ptyMaster *os.File) (*run, error) {
-	g := s.g
-	if g.sandbox == nil || g.anchor == nil {
+func (s *sessions) startRun(rs runSpec) (*run, error) {
+	g := s.scope
+	b := rs.binding
+	if !s.sandbox.running() {
 		return nil, ErrStopping
 	}
-	mem, err := s.processSpec(b, capability, argv, terminal, size)
+	mem, err := s.processSpec(rs)
 	if err != nil {
 		return nil, err
 	}
@@ -293,29 +307,29 @@ func (s *sessions) startRun(b protocol.SessionBinding, capability protocol.Sessi
 	// Recorded before the exec client exists: the HC is its direct edge.
 	if err := r.putTerminal(domainstore.SessionTerminal{
 		GenerationID: g.id, SessionID: b.SessionID, State: domainstore.TerminalIntent,
-		ContainerID: ptr(g.sandbox.id), HostCoordinator: committed(g.self),
+		ContainerID: ptr(g.containerID()), HostCoordinator: committed(g.self),
 	}, nil); err != nil {
 		return nil, err
 	}
-	argvIn, err := g.anchor.EnterArgs(g.sandbox.runsc.Exec(g.sandbox.id, "/proc/self/fd/"+strconv.Itoa(processFD), r.pidFile))
+	argvIn, err := s.sandbox.execArgs("/proc/self/fd/"+strconv.Itoa(processFD), r.pidFile)
 	if err != nil {
 		return r, fmt.Errorf("entering the state anchor's namespaces: %w", err)
 	}
-	cmd := &exec.Cmd{Args: argvIn, Env: runscEnv, Dir: "/", Stdin: stdin, Stdout: stdout, Stderr: stderr}
-	gc, err := s.l.start(g.help.Supervisor, cmd, []*os.File{mem}, terminal)
+	cmd := &exec.Cmd{Args: argvIn, Env: runscEnv, Dir: "/", Stdin: rs.stdin, Stdout: rs.stdout, Stderr: rs.stderr}
+	gc, err := s.l.start(g.help.Supervisor, cmd, []*os.File{mem}, rs.terminal)
 	if err != nil {
 		return r, err
 	}
 	r.gc = gc
 	t := r.term
 	t.ExecClient = hostid.StagedOwnership(gc.identity)
-	if ptyMaster != nil {
+	if m := rs.ptyMaster; m != nil {
 		var st unix.Stat_t
-		if err := unix.Fstat(int(ptyMaster.Fd()), &st); err != nil {
+		if err := unix.Fstat(int(m.Fd()), &st); err != nil {
 			gc.abandon()
 			return r, fmt.Errorf("identifying the pty master: %w", err)
 		}
-		t.PtyMaster = &domainstore.PtyIdentity{MasterFD: uint32(ptyMaster.Fd()), Device: st.Rdev, Inode: st.Ino}
+		t.PtyMaster = &domainstore.PtyIdentity{MasterFD: uint32(m.Fd()), Device: st.Rdev, Inode: st.Ino}
 	}
 	if err := r.putTerminal(t, nil); err != nil {
 		gc.abandon()
@@ -330,7 +344,7 @@ func (s *sessions) startRun(b protocol.SessionBinding, capability protocol.Sessi
 		gc.cmd.Wait()
 		return r, err
 	}
-	g.log.Info("session started", "session", b.SessionID.String(), "terminal", terminal, "exec_client_pid", gc.identity.HostPID)
+	g.log.Info("session started", "session", b.SessionID.String(), "terminal", rs.terminal, "exec_client_pid", gc.identity.HostPID)
 	return r, nil
 }
 
@@ -343,7 +357,7 @@ func (r *run) recordGuest(running bool) {
 		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
 			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 			if err != nil || pid <= 0 {
-				r.s.g.log.Warn("unreadable guest pid file", "path", r.pidFile)
+				r.s.scope.log.Warn("unreadable guest pid file", "path", r.pidFile)
 				return
 			}
 			r.mu.Lock()
@@ -358,7 +372,7 @@ func (r *run) recordGuest(running bool) {
 				t.State = domainstore.TerminalRunning
 			}
 			if err := r.putTerminal(t, nil); err != nil {
-				r.s.g.log.Warn("recording the guest process", "err", err.Error())
+				r.s.scope.log.Warn("recording the guest process", "err", err.Error())
 			}
 			return
 		}
@@ -375,11 +389,10 @@ func (r *run) kill() {
 	r.killed = true
 	pid := r.guestPID
 	r.mu.Unlock()
-	g := r.s.g
-	if pid > 0 && g.sandbox != nil && g.anchor != nil {
+	if pid > 0 && r.s.sandbox.running() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, err := g.runInAnchor(ctx, g.sandbox.runsc.Kill(g.sandbox.id, pid, "KILL")); err != nil {
-			g.log.Info("runsc kill of a session process", "session", r.id.String(), "result", err.Error())
+		if err := r.s.sandbox.killProcess(ctx, pid); err != nil {
+			r.s.scope.log.Info("runsc kill of a session process", "session", r.id.String(), "result", err.Error())
 		}
 		cancel()
 	}
@@ -397,7 +410,7 @@ func (r *run) finish(waitErr error) protocol.SessionExit {
 	r.mu.Unlock()
 	ps := r.gc.cmd.ProcessState
 	switch {
-	case r.s.isLost(), ps != nil && ps.ExitCode() != 0 && r.s.g.runtimeGone():
+	case r.s.isLost(), ps != nil && ps.ExitCode() != 0 && r.s.sandbox.runtimeGone():
 		// The exec client can end (runsc exec sees the sandbox go away)
 		// before the coordinator has noticed the loss: an exit that is
 		// not a clean one is the runtime's loss when the attached runsc
@@ -410,7 +423,7 @@ func (r *run) finish(waitErr error) protocol.SessionExit {
 		exit.ExitCode = ptr(uint8(ps.ExitCode()))
 	}
 	r.release()
-	r.s.g.log.Info("session ended", "session", r.id.String(), "outcome", fmt.Sprint(exit.Outcome), "wait", fmt.Sprint(waitErr))
+	r.s.scope.log.Info("session ended", "session", r.id.String(), "outcome", fmt.Sprint(exit.Outcome), "wait", fmt.Sprint(waitErr))
 	return exit
 }
 
@@ -427,13 +440,13 @@ func (r *run) release() {
 	if t.State != domainstore.TerminalReleaseIntent {
 		t.State = domainstore.TerminalReleaseIntent
 		if err := r.putTerminal(t, nil); err != nil {
-			r.s.g.log.Warn("releasing the session terminal", "err", err.Error())
+			r.s.scope.log.Warn("releasing the session terminal", "err", err.Error())
 			return
 		}
 	}
 	if r.gc != nil {
 		if alive(r.gc.pidfd) {
-			r.s.g.log.Warn("session exec client still alive at release", "session", r.id.String())
+			r.s.scope.log.Warn("session exec client still alive at release", "session", r.id.String())
 			return
 		}
 		unix.Close(r.gc.pidfd)
@@ -442,7 +455,7 @@ func (r *run) release() {
 	os.Remove(r.pidFile)
 	clean := domainstore.SessionTerminal{GenerationID: t.GenerationID, SessionID: t.SessionID, State: domainstore.TerminalClean}
 	if err := r.putTerminal(clean, store.ProvenAbsent("exec client reaped and its pidfd reports exit")); err != nil {
-		r.s.g.log.Warn("cleaning the session terminal", "err", err.Error())
+		r.s.scope.log.Warn("cleaning the session terminal", "err", err.Error())
 	}
 }
 
@@ -462,7 +475,7 @@ func (s *sessions) Execute(ctx context.Context, req control.ExecRequest, stdout,
 		outW.Close()
 		return protocol.SessionExit{}, err
 	}
-	r, err := s.startRun(req.Binding, req.Capability, req.Argv, false, protocol.TerminalResize{}, nil, outW, errW, nil)
+	r, err := s.startRun(runSpec{binding: req.Binding, capability: req.Capability, argv: req.Argv, stdout: outW, stderr: errW})
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -519,7 +532,8 @@ func (s *sessions) Interactive(ctx context.Context, req control.InteractiveReque
 		tty.Close()
 		return nil, fmt.Errorf("sizing the pty: %w", err)
 	}
-	r, err := s.startRun(req.Binding, req.Capability, req.Argv, true, req.Size, tty, tty, tty, master)
+	r, err := s.startRun(runSpec{binding: req.Binding, capability: req.Capability, argv: req.Argv, terminal: true, size: req.Size,
+		stdin: tty, stdout: tty, stderr: tty, ptyMaster: master})
 	tty.Close()
 	if err != nil {
 		master.Close()

@@ -20,20 +20,21 @@ import (
 // the start report.
 
 // keepFile and isolationReport are the daemon's two files.
-func (g *generation) keepFile() string        { return g.path("isolation-keep") }
-func (g *generation) isolationReport() string { return g.path("isolation-report") }
+func (v *routeView) keepFile() string        { return v.s.path("isolation-keep") }
+func (v *routeView) isolationReport() string { return v.s.path("isolation-report") }
 
 // writeKeep writes the recorded set to the keep file and returns it.
-func (g *generation) writeKeep() (*isolation.Set, error) {
+func (v *routeView) writeKeep() (*isolation.Set, error) {
+	s := v.s
 	var keep *isolation.Set
-	if err := g.store.View(func(tx *domainstore.Tx) error {
+	if err := s.store.View(func(tx *domainstore.Tx) error {
 		var err error
 		keep, err = tx.IsolatedPaths()
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("reading the kept isolated paths: %w", err)
 	}
-	if err := writeNew(g.keepFile(), isolation.EncodeKeep(keep), 0o600); err != nil {
+	if err := writeNew(v.keepFile(), isolation.EncodeKeep(keep), 0o600); err != nil {
 		return nil, err
 	}
 	return keep, nil
@@ -42,8 +43,9 @@ func (g *generation) writeKeep() (*isolation.Set, error) {
 // mergeIsolationReport reads the daemon's report, checks it against the
 // keep set it was given, records the union of both and returns the
 // entries isolated only because of the keep set.
-func (g *generation) mergeIsolationReport(keep *isolation.Set) ([]isolation.Entry, error) {
-	path := g.isolationReport()
+func (v *routeView) mergeIsolationReport(keep *isolation.Set) ([]isolation.Entry, error) {
+	s := v.s
+	path := v.isolationReport()
 	data, err := readBounded(path, isolation.MaxFileSize)
 	if err != nil {
 		return nil, err
@@ -66,7 +68,7 @@ func (g *generation) mergeIsolationReport(keep *isolation.Set) ([]isolation.Entr
 	if err != nil {
 		return nil, fmt.Errorf("merging the isolation report %q: %w", path, err)
 	}
-	if err := g.store.Update(func(tx *domainstore.Tx) error {
+	if err := s.store.Update(func(tx *domainstore.Tx) error {
 		// Re-read inside the transaction: nothing else writes the record
 		// while this coordinator holds the store, but the union must be
 		// with what is recorded, not with a copy.
@@ -82,7 +84,7 @@ func (g *generation) mergeIsolationReport(keep *isolation.Set) ([]isolation.Entr
 	}); err != nil {
 		return nil, fmt.Errorf("recording the isolated paths: %w", err)
 	}
-	g.log.Info("isolated paths recorded", "reported", len(reported), "kept_only", len(kept), "recorded", merged.Len())
+	s.log.Info("isolated paths recorded", "reported", len(reported), "kept_only", len(kept), "recorded", merged.Len())
 	return kept, nil
 }
 

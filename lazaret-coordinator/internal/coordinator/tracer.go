@@ -270,6 +270,22 @@ func (t *tracer) fail() {
 	t.record("BeginRecovery", "", "")
 }
 
+// stepDone records the model action a completed step is: the State
+// Anchor mounted, the trust anchor created, and the network sidecar's
+// readiness proven (or no network to enforce), which makes the model's
+// sidecar Ready. The other steps record their actions where they take
+// effect.
+func (t *tracer) stepDone(step Step) {
+	switch step {
+	case StepAnchor:
+		t.domain("MountStateAnchor")
+	case StepTrust:
+		t.domain("CreateTrustAnchor")
+	case StepNetwork:
+		t.domain("StartSidecar")
+	}
+}
+
 // released records the release of a start step: StopSandbox, StopSidecar
 // and UnmountStateAnchor in a teardown, the Recover actions after a
 // failure.

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"fmt"
@@ -33,6 +34,35 @@ type trustAnchor struct {
 	escalation *hostEscalation
 }
 
+// trustStep is the trust anchor participant (CreateTrustAnchor). It
+// records no role: its keys live in this process's memory and its files
+// in the generation's directory, which end with the generation.
+type trustStep struct {
+	s *scope
+	// anchor is set by Start, before the publication that lets anyone
+	// use it, and never cleared.
+	anchor *trustAnchor
+}
+
+func (p *trustStep) Step() Step            { return StepTrust }
+func (p *trustStep) Lost() <-chan struct{} { return nil }
+
+// escalation is the generation's escalation engine, nil before the trust
+// step and when the profile disables escalation.
+func (p *trustStep) escalation() *hostEscalation {
+	if p.anchor == nil {
+		return nil
+	}
+	return p.anchor.escalation
+}
+
+// Release stops the escalation engine (host commands end with the
+// generation); the keys go with the process.
+func (p *trustStep) Release(context.Context) error {
+	p.escalation().stop()
+	return nil
+}
+
 // credentialsName is the credential bundle's name in the control
 // directory (/run/lazaret/credentials in the sandbox).
 const credentialsName = "credentials"
@@ -42,17 +72,18 @@ const credentialsName = "credentials"
 // protocol credentials, writes the SandboxCredentialBundle (0600) into
 // the control directory, and starts the escalation engine on the mailbox
 // beside it.
-func (g *generation) startTrust() error {
+func (p *trustStep) Start(context.Context) error {
+	s := p.s
 	now := time.Now()
 	t := &trustAnchor{}
 	var err error
-	if t.ca, err = protocol.NewCA(rand.Reader, g.ident, now); err != nil {
+	if t.ca, err = protocol.NewCA(rand.Reader, s.ident, now); err != nil {
 		return fmt.Errorf("creating the generation CA: %w", err)
 	}
 	if t.issuer, err = protocol.GenerateKey(rand.Reader); err != nil {
 		return fmt.Errorf("generating the protocol issuer key: %w", err)
 	}
-	if t.manifest, err = protocol.NewTrustManifest(g.ident, t.ca.CertificateDER(), t.issuer); err != nil {
+	if t.manifest, err = protocol.NewTrustManifest(s.ident, t.ca.CertificateDER(), t.issuer); err != nil {
 		return fmt.Errorf("signing the trust manifest: %w", err)
 	}
 	if t.tlsKey, err = protocol.GenerateKey(rand.Reader); err != nil {
@@ -64,7 +95,7 @@ func (g *generation) startTrust() error {
 	if t.coordinatorKey, err = protocol.GenerateKey(rand.Reader); err != nil {
 		return fmt.Errorf("generating the coordinator protocol key: %w", err)
 	}
-	if t.coordinator, err = protocol.IssueProtocolCredential(t.issuer, g.ident, protocol.RoleSessionCoordinator, t.coordinatorKey.Public()); err != nil {
+	if t.coordinator, err = protocol.IssueProtocolCredential(t.issuer, s.ident, protocol.RoleSessionCoordinator, t.coordinatorKey.Public()); err != nil {
 		return fmt.Errorf("issuing the coordinator protocol credential: %w", err)
 	}
 	sandboxKey, err := protocol.GenerateKey(rand.Reader)
@@ -86,15 +117,15 @@ func (g *generation) startTrust() error {
 	if err != nil {
 		return fmt.Errorf("encoding the sandbox credential bundle: %w", err)
 	}
-	p := filepath.Join(g.controlDir(), credentialsName)
-	if err := writeNew(p, b, 0o600); err != nil {
+	path := filepath.Join(s.controlDir(), credentialsName)
+	if err := writeNew(path, b, 0o600); err != nil {
 		return fmt.Errorf("writing the sandbox credential bundle: %w", err)
 	}
-	if err := g.startEscalation(t); err != nil {
+	if err := startEscalation(s, t); err != nil {
 		return err
 	}
-	g.trust = t
-	g.log.Info("trust anchor created", "ca_sha256", t.ca.SHA256().String(), "credential_bundle", p)
+	p.anchor = t
+	s.log.Info("trust anchor created", "ca_sha256", t.ca.SHA256().String(), "credential_bundle", path)
 	return nil
 }
 

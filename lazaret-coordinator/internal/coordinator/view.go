@@ -12,17 +12,13 @@ import (
 // view (routeView, gitroute.go), a GitRouting participant of its own
 // (recorded before it starts), which the bind is not.
 type workspaceView interface {
-	// Start prepares the view; it runs in the GitRouting step.
-	Start(ctx context.Context) error
+	// The view is the GitRouting step: Start prepares it, Release
+	// undoes it after the sandbox has stopped.
+	participant
 	// Source is the host directory the sandbox binds at /workspace.
 	Source() string
 	// Participant reports whether the view is a GitRouting participant.
 	Participant() bool
-	// Lost is closed when the view ended on its own, which fails the
-	// generation; nil (never ready) for a view that cannot end alone.
-	Lost() <-chan struct{}
-	// Release undoes Start; it runs after the sandbox has stopped.
-	Release(ctx context.Context) error
 }
 
 // bindView binds the canonical workspace itself. Nothing outside the
@@ -43,6 +39,7 @@ func (v *bindView) Start(context.Context) error {
 	}
 	return nil
 }
+func (v *bindView) Step() Step                    { return StepGitRouting }
 func (v *bindView) Source() string                { return v.dir }
 func (v *bindView) Participant() bool             { return false }
 func (v *bindView) Lost() <-chan struct{}         { return nil }
@@ -52,17 +49,12 @@ func (v *bindView) Release(context.Context) error { return nil }
 // the network sidecar (sidecarNetwork, netview.go), whose Network and Helper
 // participants are recorded before anything of them starts.
 type networkView interface {
-	// Start prepares the network and proves its readiness; it runs in the
-	// network step.
-	Start(ctx context.Context) error
+	// The network is the network step: Start prepares it and proves its
+	// readiness, Release undoes it after the sandbox has stopped.
+	participant
 	// NamespacePath is the network namespace runsc joins.
 	NamespacePath() string
 	// Resolvers are the DNS servers the sandbox may use.
 	Resolvers() []netip.Addr
 	Participant() bool
-	// Lost is closed when the network ended on its own, which fails the
-	// generation; nil before Start.
-	Lost() <-chan struct{}
-	// Release undoes Start; it runs after the sandbox has stopped.
-	Release(ctx context.Context) error
 }
