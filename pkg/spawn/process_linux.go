@@ -104,9 +104,10 @@ func (p *Process) Fd() int {
 	return p.fd
 }
 
-// Signal sends sig through the pidfd. A child that has exited (ESRCH,
-// also once reaped) is not an error: there is nothing left to signal.
-// Signal 0 only checks the pidfd.
+// Signal sends sig through the pidfd. Once the child has been reaped it
+// fails with an error matching hostid.ErrProcessExited (an exited child
+// not yet reaped still accepts, and drops, a signal). Signal 0 sends
+// nothing: it only checks that the child is unreaped.
 func (p *Process) Signal(sig unix.Signal) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -116,18 +117,25 @@ func (p *Process) Signal(sig unix.Signal) error {
 	for {
 		err := unix.PidfdSendSignal(p.fd, sig, nil, 0)
 		switch err {
-		case nil, unix.ESRCH:
+		case nil:
 			return nil
 		case unix.EINTR:
 			continue
+		case unix.ESRCH:
+			return fmt.Errorf("signalling pid %d: %w", p.cmd.Process.Pid, hostid.ErrProcessExited)
 		}
 		return os.NewSyscallError("pidfd_send_signal", err)
 	}
 }
 
-// Kill sends SIGKILL through the pidfd; killing an exited child is
-// harmless.
-func (p *Process) Kill() error { return p.Signal(unix.SIGKILL) }
+// Kill sends SIGKILL through the pidfd. Killing a child that has already
+// been reaped does nothing and is no error.
+func (p *Process) Kill() error {
+	if err := p.Signal(unix.SIGKILL); err != nil && !errors.Is(err, hostid.ErrProcessExited) {
+		return err
+	}
+	return nil
+}
 
 // Exited reports whether the child has exited (its pidfd is readable),
 // whether or not it has been reaped. A closed Process reports true.

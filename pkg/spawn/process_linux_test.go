@@ -101,6 +101,9 @@ func TestKillWaitOnce(t *testing.T) {
 	if p.State() != nil {
 		t.Fatal("State before exit is not nil")
 	}
+	if err := p.Signal(0); err != nil {
+		t.Fatalf("Signal(0) to a running child: %v", err)
+	}
 	if err := p.Kill(); err != nil {
 		t.Fatalf("Kill: %v", err)
 	}
@@ -120,9 +123,13 @@ func TestKillWaitOnce(t *testing.T) {
 	if again := p.Wait(); again != first {
 		t.Fatalf("second Wait returned %v, first %v", again, first)
 	}
-	// Reaped: the pidfd no longer reaches a process, and that is no error.
+	// Reaped: the pidfd no longer reaches a process; killing it again is
+	// no error, and the liveness probe says it is gone.
 	if err := p.Kill(); err != nil {
 		t.Fatalf("second Kill: %v", err)
+	}
+	if err := p.Signal(0); !errors.Is(err, hostid.ErrProcessExited) {
+		t.Fatalf("Signal(0) after the reap: %v, want hostid.ErrProcessExited", err)
 	}
 	if !p.Exited() {
 		t.Fatal("reaped child does not report Exited")
