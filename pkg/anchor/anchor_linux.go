@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/spawn"
 )
 
 // Errors of the client; test with errors.Is.
@@ -32,16 +33,14 @@ const ControlFD = 3
 // Anchor is a running State Anchor. Its methods are safe for concurrent
 // use.
 type Anchor struct {
-	cmd     *exec.Cmd
-	pidfd   int
+	proc    *spawn.Process
 	conn    *os.File
 	ready   Ready
 	nsenter string
 	log     *slog.Logger
 
 	mu       sync.Mutex // serialises control-channel exchanges
-	done     chan struct{}
-	waitErr  error
+	done     <-chan struct{}
 	released bool
 }
 
@@ -78,7 +77,6 @@ func Start(ctx context.Context, spec Spec) (*Anchor, error) {
 	if method == MapHelper {
 		args = append(append([]string(nil), args...), "--await-id-map")
 	}
-	pidfd := -1
 	cmd := &exec.Cmd{
 		Path:       spec.AnchorPath,
 		Args:       append([]string{spec.AnchorPath}, args...),
@@ -88,7 +86,6 @@ func Start(ctx context.Context, spec Spec) (*Anchor, error) {
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
 			Setsid:     true,
-			PidFD:      &pidfd,
 		},
 	}
 	if method == MapDirect {
@@ -103,27 +100,21 @@ func Start(ctx context.Context, spec Spec) (*Anchor, error) {
 	}
 	log.Info("starting state anchor", "binary", spec.AnchorPath, "lower", spec.Lower, "upper", spec.Upper,
 		"work", spec.Work, "merged", spec.Merged, "id_map", spec.IDMap.String(), "id_map_method", method.String())
-	if err := cmd.Start(); err != nil {
+	proc, err := spawn.Start(cmd)
+	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("starting state anchor %q: %w", spec.AnchorPath, err)
 	}
-	a := &Anchor{cmd: cmd, pidfd: pidfd, conn: conn, nsenter: nsenter, log: log, done: make(chan struct{})}
-	go func() {
-		a.waitErr = cmd.Wait()
-		close(a.done)
-	}()
+	a := &Anchor{proc: proc, conn: conn, nsenter: nsenter, log: log, done: proc.Done()}
 	fail := func(err error) (*Anchor, error) {
 		a.Kill()
 		<-a.done
 		a.conn.Close()
-		unix.Close(a.pidfd)
+		a.proc.Close()
 		return nil, err
 	}
-	if pidfd < 0 {
-		return fail(errors.New("starting state anchor: kernel returned no pidfd (CLONE_PIDFD needs Linux 5.2 or later)"))
-	}
 	if method == MapHelper {
-		if err := writeHelperMaps(ctx, spec, cmd.Process.Pid); err != nil {
+		if err := writeHelperMaps(ctx, spec, proc.Pid()); err != nil {
 			return fail(err)
 		}
 		if err := a.send(&IDMapWritten{}); err != nil {
@@ -176,13 +167,10 @@ func writeHelperMaps(ctx context.Context, spec Spec, pid int) error {
 }
 
 // verify checks a Ready report against what this process can observe: the
-// pidfs identity behind its own pidfd, and the namespaces in /proc.
+// pidfs identity behind its own pidfd (read when it was started), and the
+// namespaces in /proc.
 func (a *Anchor) verify(r *Ready) error {
-	own, err := hostid.IdentityOf(a.pidfd)
-	if err != nil {
-		return fmt.Errorf("reading the state anchor's pidfs identity: %w", err)
-	}
-	if own != r.Daemon {
+	if own := a.proc.Identity(); own != r.Daemon {
 		return fmt.Errorf("daemon reported %v, pidfd shows %v: %w", r.Daemon, own, ErrIdentityMismatch)
 	}
 	return a.checkNamespaces(r.UserNamespace, r.MountNamespace)
@@ -193,7 +181,7 @@ func (a *Anchor) checkNamespaces(user, mnt hostid.NamespaceIdentity) error {
 		kind string
 		want hostid.NamespaceIdentity
 	}{{"user", user}, {"mnt", mnt}} {
-		got, err := hostid.NamespaceOfProcess(a.cmd.Process.Pid, ns.kind)
+		got, err := hostid.NamespaceOfProcess(a.proc.Pid(), ns.kind)
 		if err != nil {
 			return fmt.Errorf("reading the state anchor's %s namespace: %w", ns.kind, err)
 		}
@@ -201,7 +189,7 @@ func (a *Anchor) checkNamespaces(user, mnt hostid.NamespaceIdentity) error {
 			return fmt.Errorf("%s namespace reported %+v, /proc shows %+v: %w", ns.kind, ns.want, got, ErrIdentityMismatch)
 		}
 	}
-	if err := unix.PidfdSendSignal(a.pidfd, 0, nil, 0); err != nil {
+	if err := a.proc.Signal(0); err != nil {
 		return fmt.Errorf("confirming the state anchor after reading its namespaces: %w", ErrExited)
 	}
 	return nil
@@ -230,7 +218,7 @@ func (a *Anchor) receive(ctx context.Context) (Message, error) {
 	buf := make([]byte, MaxMessageSize+1)
 	fd := int(a.conn.Fd())
 	for {
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(a.pidfd), Events: unix.POLLIN}}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(a.proc.Fd()), Events: unix.POLLIN}}
 		timeout := 100
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -271,9 +259,8 @@ func (a *Anchor) receive(ctx context.Context) (Message, error) {
 }
 
 func (a *Anchor) exitError() error {
-	<-a.done
-	if a.waitErr != nil {
-		return fmt.Errorf("%w: %w", ErrExited, a.waitErr)
+	if err := a.proc.Wait(); err != nil {
+		return fmt.Errorf("%w: %w", ErrExited, err)
 	}
 	return fmt.Errorf("%w with status 0 without answering", ErrExited)
 }
@@ -283,7 +270,7 @@ func (a *Anchor) exitError() error {
 func (a *Anchor) Ready() Ready { return a.ready }
 
 // Pid is the anchor's host PID.
-func (a *Anchor) Pid() int { return a.cmd.Process.Pid }
+func (a *Anchor) Pid() int { return a.proc.Pid() }
 
 // Release asks the anchor to unmount the overlay, checks its evidence
 // against the identities of Ready, and waits for it to exit 0.
@@ -314,8 +301,8 @@ func (a *Anchor) Release(ctx context.Context) (ReleaseEvidence, error) {
 	case <-ctx.Done():
 		return ev, fmt.Errorf("waiting for the released state anchor to exit: %w", ctx.Err())
 	}
-	if a.waitErr != nil {
-		return ev, fmt.Errorf("state anchor exit after release: %w", a.waitErr)
+	if err := a.proc.Wait(); err != nil {
+		return ev, fmt.Errorf("state anchor exit after release: %w", err)
 	}
 	a.released = true
 	a.conn.Close()
@@ -326,8 +313,8 @@ func (a *Anchor) Release(ctx context.Context) (ReleaseEvidence, error) {
 // Kill sends SIGKILL through the pidfd. The overlay goes with the anchor's
 // mount namespace once no process remains in it.
 func (a *Anchor) Kill() error {
-	if err := unix.PidfdSendSignal(a.pidfd, unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
-		return fmt.Errorf("killing the state anchor: %w", os.NewSyscallError("pidfd_send_signal", err))
+	if err := a.proc.Kill(); err != nil {
+		return fmt.Errorf("killing the state anchor: %w", err)
 	}
 	return nil
 }
@@ -335,15 +322,14 @@ func (a *Anchor) Kill() error {
 // Wait blocks until the anchor exits and returns its exit error, then
 // releases the client's descriptors.
 func (a *Anchor) Wait() error {
-	<-a.done
+	err := a.proc.Wait()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.pidfd >= 0 {
-		unix.Close(a.pidfd)
-		a.pidfd = -1
+	if a.proc.Fd() >= 0 {
+		a.proc.Close()
 		a.conn.Close()
 	}
-	return a.waitErr
+	return err
 }
 
 // Done is closed when the anchor has exited.
@@ -367,7 +353,7 @@ func (a *Anchor) EnterArgs(argv []string) ([]string, error) {
 	if err := a.checkNamespaces(a.ready.UserNamespace, a.ready.MountNamespace); err != nil {
 		return nil, fmt.Errorf("entering the state anchor's namespaces: %w", err)
 	}
-	proc := "/proc/" + strconv.Itoa(a.cmd.Process.Pid) + "/ns/"
+	proc := "/proc/" + strconv.Itoa(a.proc.Pid()) + "/ns/"
 	return append([]string{a.nsenter, "--preserve-credentials", "--user=" + proc + "user", "--mount=" + proc + "mnt", "--"}, argv...), nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/spawn"
 )
 
 // Errors of the client; test with errors.Is.
@@ -52,6 +53,13 @@ type Spec struct {
 	IsolatedRoot string
 	// Mountpoint is an existing empty directory under the runtime root.
 	Mountpoint string
+	// KeepIsolated, when set, is the file of paths the daemon routes to
+	// the isolated root whatever the classification says
+	// (--keep-isolated).
+	KeepIsolated string
+	// IsolationReport, when set, is the file the daemon creates before
+	// Ready listing the host entries it isolates (--isolation-report).
+	IsolationReport string
 	// Stderr receives the daemon's log; nil discards it.
 	Stderr io.Writer
 	// Logger records the client's actions; nil discards them.
@@ -61,12 +69,37 @@ type Spec struct {
 	// fusermount3, git and the user's global excludes file; nothing else
 	// is passed.
 	Env []string
+
+	// Command builds the unstarted command that runs argv, for a daemon
+	// that runs elsewhere than this process's namespaces (the coordinator
+	// wraps argv in nsenter into the State Anchor's). It is called with a
+	// context that never ends: the daemon lives until Release, not until
+	// Start's context. Start then sets the command's ExtraFiles, Env,
+	// Stdout, Stderr and pidfd; its Dir and other SysProcAttr fields are
+	// kept. nil runs argv as is.
+	Command func(ctx context.Context, argv []string) (*exec.Cmd, error)
+	// Through is prefixed to Mountpoint to reach the mount from this
+	// process's mount namespace, such as /proc/<pid>/root of a process in
+	// the daemon's namespace. Once that path no longer resolves the mount
+	// counts as gone: its namespace ended. Empty means the daemon mounts
+	// in this namespace.
+	Through string
+	// Detach removes a view the daemon left behind, given the Mountpoint
+	// as the daemon sees it. nil is Unmount(mountpoint, true).
+	Detach func(ctx context.Context, mountpoint string) error
 }
 
 func (s *Spec) validate() error {
-	for _, f := range []struct{ name, v string }{
-		{"Binary", s.Binary}, {"HostRoot", s.HostRoot}, {"IsolatedRoot", s.IsolatedRoot}, {"Mountpoint", s.Mountpoint},
+	for _, f := range []struct {
+		name, v  string
+		optional bool
+	}{
+		{"Binary", s.Binary, false}, {"HostRoot", s.HostRoot, false}, {"IsolatedRoot", s.IsolatedRoot, false}, {"Mountpoint", s.Mountpoint, false},
+		{"KeepIsolated", s.KeepIsolated, true}, {"IsolationReport", s.IsolationReport, true}, {"Through", s.Through, true},
 	} {
+		if f.optional && f.v == "" {
+			continue
+		}
 		if f.v == "" || !filepath.IsAbs(f.v) || filepath.Clean(f.v) != f.v {
 			return fmt.Errorf("%w: %s %q must be a clean absolute path", ErrSpec, f.name, f.v)
 		}
@@ -74,27 +107,50 @@ func (s *Spec) validate() error {
 	return nil
 }
 
+// argv is the daemon's argument vector.
+func (s *Spec) argv() []string {
+	argv := []string{s.Binary,
+		"--host-root", s.HostRoot,
+		"--isolated-root", s.IsolatedRoot,
+		"--mountpoint", s.Mountpoint}
+	if s.KeepIsolated != "" {
+		argv = append(argv, "--keep-isolated", s.KeepIsolated)
+	}
+	if s.IsolationReport != "" {
+		argv = append(argv, "--isolation-report", s.IsolationReport)
+	}
+	return argv
+}
+
+// command builds the daemon's command from argv with spec.Command, or
+// runs argv as is.
+func (s *Spec) command(argv []string) (*exec.Cmd, error) {
+	if s.Command == nil {
+		return exec.Command(argv[0], argv[1:]...), nil
+	}
+	return s.Command(context.Background(), argv)
+}
+
 // Daemon is one running lazaret-gitroute with its view mounted.
 type Daemon struct {
 	spec     Spec
 	log      *slog.Logger
 	conn     *Conn
-	cmd      *exec.Cmd
-	pidfd    int
-	process  hostid.PidfsProcessIdentityV1
+	proc     *spawn.Process
 	ready    Ready
-	exited   chan struct{}
-	waitErr  error
 	reports  chan Report
 	mu       sync.Mutex
 	released bool
-	result   error
-	done     chan struct{}
+	// done is closed once the daemon exited and its mount is gone (or
+	// could not be removed); result then says how it ended.
+	done   chan struct{}
+	result error
 }
 
 // Start launches the daemon and waits, until ctx ends, for its Ready. It
-// then checks the mount at the mountpoint against the report. On any
-// failure the daemon is killed and no mount is left behind.
+// then checks the mount at the mountpoint (through Spec.Through) and both
+// roots against the report. On any failure the daemon is killed and
+// reaped, and a mount it left is detached.
 func Start(ctx context.Context, spec Spec) (*Daemon, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
@@ -103,15 +159,17 @@ func Start(ctx context.Context, spec Spec) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	conn, child, err := Pair()
+	conn, end, err := Pair()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(spec.Binary,
-		"--host-root", spec.HostRoot,
-		"--isolated-root", spec.IsolatedRoot,
-		"--mountpoint", spec.Mountpoint)
-	cmd.ExtraFiles = []*os.File{child} // fd 3
+	cmd, err := spec.command(spec.argv())
+	if err != nil {
+		end.Close()
+		conn.Close()
+		return nil, fmt.Errorf("starting %q: %w", spec.Binary, err)
+	}
+	cmd.ExtraFiles = []*os.File{end} // fd 3
 	cmd.Stdout = spec.Stderr
 	cmd.Stderr = spec.Stderr
 	cmd.Env = spec.Env
@@ -123,19 +181,20 @@ func Start(ctx context.Context, spec Spec) (*Daemon, error) {
 			}
 		}
 	}
-	log.Info("starting gitroute daemon", "binary", spec.Binary, "host_root", spec.HostRoot, "isolated_root", spec.IsolatedRoot, "mountpoint", spec.Mountpoint)
-	err = cmd.Start()
-	child.Close()
+	log.Info("starting gitroute daemon", "binary", spec.Binary, "host_root", spec.HostRoot, "isolated_root", spec.IsolatedRoot,
+		"mountpoint", spec.Mountpoint, "through", spec.Through)
+	// CLONE_PIDFD: the pidfd names the daemon from its creation on, so no
+	// reused PID can slip in before it is identified.
+	proc, err := spawn.Start(cmd)
+	end.Close()
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("starting %q: %w", spec.Binary, err)
 	}
-	d := &Daemon{spec: spec, log: log, conn: conn, cmd: cmd, pidfd: -1, exited: make(chan struct{}), reports: make(chan Report, 4), done: make(chan struct{})}
-	go func() {
-		d.waitErr = cmd.Wait()
-		close(d.exited)
-	}()
-	if err := d.start(ctx); err != nil {
+	d := &Daemon{spec: spec, log: log, conn: conn, proc: proc, reports: make(chan Report, 4), done: make(chan struct{})}
+	proc.Done() // reap from now on
+	go d.receive()
+	if err := d.awaitReady(ctx); err != nil {
 		d.abort()
 		return nil, err
 	}
@@ -143,21 +202,14 @@ func Start(ctx context.Context, spec Spec) (*Daemon, error) {
 	return d, nil
 }
 
-func (d *Daemon) start(ctx context.Context) error {
-	pidfd, err := hostid.OpenPidfd(d.cmd.Process.Pid)
-	if err != nil {
-		return fmt.Errorf("opening pidfd of gitroute daemon: %w", err)
-	}
-	d.pidfd = pidfd
-	if d.process, err = hostid.IdentityOf(pidfd); err != nil {
-		return fmt.Errorf("identifying gitroute daemon: %w", err)
-	}
-	go d.receive()
+// view is the mountpoint as this process reaches it.
+func (d *Daemon) view() string { return d.spec.Through + d.spec.Mountpoint }
+
+func (d *Daemon) awaitReady(ctx context.Context) error {
 	select {
 	case r, ok := <-d.reports:
 		if !ok {
-			<-d.exited
-			return fmt.Errorf("waiting for gitroute Ready: %w: %v", ErrDaemonExited, d.waitErr)
+			return fmt.Errorf("waiting for the gitroute daemon's Ready: %w: %v", ErrDaemonExited, d.proc.Wait())
 		}
 		switch m := r.(type) {
 		case *Ready:
@@ -165,17 +217,17 @@ func (d *Daemon) start(ctx context.Context) error {
 		case *Failed:
 			return &FailedError{Report: *m}
 		default:
-			return fmt.Errorf("waiting for gitroute Ready: got %T: %w", r, ErrProtocol)
+			return fmt.Errorf("waiting for the gitroute daemon's Ready: got %T: %w", r, ErrProtocol)
 		}
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for gitroute Ready: %w", ctx.Err())
+		return fmt.Errorf("waiting for the gitroute daemon's Ready: %w", ctx.Err())
 	}
-	got, err := MountAt(d.spec.Mountpoint)
+	got, err := MountAt(d.view())
 	if err != nil {
 		return fmt.Errorf("checking the view mount: %w", err)
 	}
 	if got != d.ready.Mount {
-		return fmt.Errorf("%w: found %+v, reported %+v", ErrMountMismatch, got, d.ready.Mount)
+		return fmt.Errorf("%w: found %+v at %q, reported %+v", ErrMountMismatch, got, d.view(), d.ready.Mount)
 	}
 	if err := checkDir(d.spec.HostRoot, d.ready.HostRoot); err != nil {
 		return err
@@ -183,7 +235,8 @@ func (d *Daemon) start(ctx context.Context) error {
 	if err := checkDir(d.spec.IsolatedRoot, d.ready.IsolatedRoot); err != nil {
 		return err
 	}
-	d.log.Info("gitroute view ready", "mountpoint", d.spec.Mountpoint, "mount_id", d.ready.Mount.MountID, "pid", d.process.HostPID)
+	d.log.Info("gitroute view ready", "mountpoint", d.spec.Mountpoint, "mount_id", d.ready.Mount.MountID,
+		"pid", d.proc.Identity().HostPID, "ignore_files", d.ready.IgnoreFiles, "tracked_paths", d.ready.TrackedPaths)
 	return nil
 }
 
@@ -207,7 +260,7 @@ func (d *Daemon) receive() {
 		r, err := d.conn.RecvReport()
 		if err != nil {
 			if errors.Is(err, ErrMalformed) {
-				d.log.Warn("rejected gitroute control packet", "err", err)
+				d.log.Warn("rejected gitroute control packet", "err", err.Error())
 				continue
 			}
 			return
@@ -216,8 +269,8 @@ func (d *Daemon) receive() {
 	}
 }
 
-// watch runs after Ready: it collects the daemon's end and makes sure its
-// mount is gone.
+// watch runs after Ready: it collects how the daemon ended and makes sure
+// its mount is gone, then closes done.
 func (d *Daemon) watch() {
 	var failed error
 	for r := range d.reports {
@@ -229,24 +282,46 @@ func (d *Daemon) watch() {
 			failed = fmt.Errorf("after Ready: got %T: %w", r, ErrProtocol)
 		}
 	}
-	<-d.exited
+	waitErr := d.proc.Wait()
 	d.mu.Lock()
 	released := d.released
 	d.mu.Unlock()
 	result := failed
 	if result == nil && !released {
-		result = fmt.Errorf("%w: %v", ErrDaemonExited, d.waitErr)
+		result = fmt.Errorf("%w: %v", ErrDaemonExited, waitErr)
 	}
-	if result == nil && d.waitErr != nil {
-		result = fmt.Errorf("%w after release: %v", ErrDaemonExited, d.waitErr)
+	if result == nil && waitErr != nil {
+		result = fmt.Errorf("%w after Release: %v", ErrDaemonExited, waitErr)
 	}
 	if err := d.cleanup(); err != nil {
 		result = errors.Join(result, err)
 	}
+	if result != nil {
+		d.log.Error("gitroute daemon ended", "mountpoint", d.spec.Mountpoint, "err", result.Error())
+	}
 	d.conn.Close()
-	unix.Close(d.pidfd)
+	d.proc.Close()
 	d.result = result
 	close(d.done)
+}
+
+// Mounted reports whether the recorded view is still mounted, seen
+// through Spec.Through. When that path no longer resolves (the process
+// whose root it is has gone), the mount namespace, and the view in it,
+// ended with it: not mounted.
+func (d *Daemon) Mounted() (bool, error) {
+	return Mounted(d.view(), d.ready.Mount)
+}
+
+// detach removes a view the daemon left behind with Spec.Detach, or
+// Unmount.
+func (d *Daemon) detach() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if d.spec.Detach != nil {
+		return d.spec.Detach(ctx, d.spec.Mountpoint)
+	}
+	return Unmount(d.spec.Mountpoint, true)
 }
 
 // cleanup removes the recorded mount if it is still there. fusermount3's
@@ -256,9 +331,9 @@ func (d *Daemon) watch() {
 func (d *Daemon) cleanup() error {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		present, err := Mounted(d.spec.Mountpoint, d.ready.Mount)
+		present, err := d.Mounted()
 		if err != nil {
-			return fmt.Errorf("checking the view mount after daemon exit: %w", err)
+			return fmt.Errorf("checking the view mount after the daemon's exit: %w", err)
 		}
 		if !present {
 			return nil
@@ -268,29 +343,33 @@ func (d *Daemon) cleanup() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	d.log.Warn("detaching the view mount left by the gitroute daemon", "mountpoint", d.spec.Mountpoint)
-	return Unmount(d.spec.Mountpoint, true)
+	d.log.Warn("detaching the view mount the gitroute daemon left", "mountpoint", d.spec.Mountpoint)
+	if err := d.detach(); err != nil {
+		return err
+	}
+	if present, err := d.Mounted(); err != nil || present {
+		return fmt.Errorf("the view at %q is still mounted after detaching it (%v)", d.spec.Mountpoint, err)
+	}
+	return nil
 }
 
 // abort kills a daemon that failed to start and removes any mount it made.
 func (d *Daemon) abort() {
-	_ = d.cmd.Process.Kill()
-	<-d.exited
+	d.proc.Kill()
+	d.proc.Wait()
+	d.proc.Close()
 	d.conn.Close()
-	if d.pidfd >= 0 {
-		unix.Close(d.pidfd)
-	}
-	if m, err := MountAt(d.spec.Mountpoint); err == nil || errors.Is(err, unix.ENOTCONN) {
+	if m, err := MountAt(d.view()); err == nil || errors.Is(err, unix.ENOTCONN) {
 		if err != nil || d.ready.Mount == (hostid.MountIdentity{}) || m == d.ready.Mount {
-			if uerr := Unmount(d.spec.Mountpoint, true); uerr != nil {
-				d.log.Warn("detaching the view mount after a failed start", "mountpoint", d.spec.Mountpoint, "err", uerr)
+			if derr := d.detach(); derr != nil {
+				d.log.Warn("detaching the view mount after a failed start", "mountpoint", d.spec.Mountpoint, "err", derr.Error())
 			}
 		}
 	}
 }
 
 // Process is the daemon's pidfs identity, for the Domain Store.
-func (d *Daemon) Process() hostid.PidfsProcessIdentityV1 { return d.process }
+func (d *Daemon) Process() hostid.PidfsProcessIdentityV1 { return d.proc.Identity() }
 
 // Mount is the identity of the view mount, for the Domain Store.
 func (d *Daemon) Mount() hostid.MountIdentity { return d.ready.Mount }
@@ -300,6 +379,17 @@ func (d *Daemon) Ready() Ready { return d.ready }
 
 // Done is closed once the daemon has exited and its mount is gone.
 func (d *Daemon) Done() <-chan struct{} { return d.done }
+
+// Err is how the daemon ended once Done is closed (what Wait returns),
+// nil before.
+func (d *Daemon) Err() error {
+	select {
+	case <-d.done:
+		return d.result
+	default:
+		return nil
+	}
+}
 
 // Wait blocks until the daemon has exited and its mount is gone, or ctx
 // ends. It returns nil after a successful Release, and otherwise an error
@@ -315,7 +405,7 @@ func (d *Daemon) Wait(ctx context.Context) error {
 }
 
 // Release asks the daemon to unmount the view and exit, and waits for both
-// until ctx ends; then it kills the daemon and detaches the mount itself.
+// until ctx ends; then it kills the daemon, and the mount is detached.
 func (d *Daemon) Release(ctx context.Context) error {
 	d.mu.Lock()
 	d.released = true
@@ -329,7 +419,7 @@ func (d *Daemon) Release(ctx context.Context) error {
 		}
 		d.Kill()
 		<-d.done
-		return fmt.Errorf("sending Release: %w", err)
+		return errors.Join(fmt.Errorf("sending Release: %w", err), d.result)
 	}
 	select {
 	case <-d.done:
@@ -345,11 +435,11 @@ func (d *Daemon) Release(ctx context.Context) error {
 // its exit once the mount is gone.
 func (d *Daemon) Kill() {
 	select {
-	case <-d.exited:
-		return
+	case <-d.proc.Done():
+		return // reaped, and its pidfd perhaps closed: nothing to kill
 	default:
 	}
-	if err := unix.PidfdSendSignal(d.pidfd, unix.SIGKILL, nil, 0); err != nil {
-		d.log.Warn("killing gitroute daemon", "err", err)
+	if err := d.proc.Kill(); err != nil && !errors.Is(err, spawn.ErrClosed) {
+		d.log.Warn("killing the gitroute daemon", "err", err.Error())
 	}
 }

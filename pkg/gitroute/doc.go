@@ -7,8 +7,10 @@
 // Postcard encodings (message.go), the packet transport over the inherited
 // SOCK_SEQPACKET socketpair (conn.go), unmounting a view and checking that
 // a recorded mount is gone (mount.go), and Start, which launches the daemon
-// and returns a Daemon with its pidfs identity and mount identity
-// (client.go). What does not: the filesystem itself, the classification of
+// with CLONE_PIDFD (lazaret.dev/pkg/spawn), directly or through the
+// caller's Spec.Command inside other namespaces, and returns a Daemon with
+// its pidfs identity and mount identity (client.go). It is the only
+// client of the daemon. What does not: the filesystem itself, the classification of
 // paths and the mounting (lazaret-gitroute and lazaret.dev/pkg/gitignore),
 // and durable recording in the Domain Store (the coordinator).
 //

@@ -18,6 +18,7 @@ import (
 
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/spawn"
 )
 
 // Errors of Launch and Handle; test with errors.Is.
@@ -148,13 +149,11 @@ type Handle struct {
 	Child hostid.PidfsProcessIdentityV1
 
 	conn       *Conn
-	cmd        *exec.Cmd
-	rsPidfd    int
+	rs         *spawn.Process // the supervisor
 	childPidfd int
 	log        *slog.Logger
 
-	reaped    chan struct{} // closed once the supervisor is reaped
-	rsWaitErr error
+	reaped <-chan struct{} // closed once the supervisor is reaped
 
 	mu       sync.Mutex
 	exited   *ExitStatus
@@ -209,7 +208,6 @@ func start(spec LaunchSpec, log *slog.Logger) (*Handle, error) {
 		args = append(args, "--log-fd", "4")
 	}
 	args = append(append(args, "--"), spec.Argv...)
-	rsPidfd := -1
 	cmd := &exec.Cmd{
 		Path:       spec.SupervisorPath,
 		Args:       args,
@@ -219,7 +217,7 @@ func start(spec LaunchSpec, log *slog.Logger) (*Handle, error) {
 		// A new session: the supervisor and its child never have the
 		// developer's terminal as controlling tty. No Pdeathsig: the
 		// supervisor outlives a lost coordinator for exact recovery.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true, PidFD: &rsPidfd},
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
 	// Assign only non-nil files: a typed nil *os.File in an io.Reader
 	// would not be nil to os/exec.
@@ -232,31 +230,21 @@ func start(spec LaunchSpec, log *slog.Logger) (*Handle, error) {
 	if spec.Stderr != nil {
 		cmd.Stderr = spec.Stderr
 	}
-	if err := cmd.Start(); err != nil {
+	rs, err := spawn.Start(cmd)
+	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("executing %q: %w", spec.SupervisorPath, err)
 	}
-	if rsPidfd < 0 {
-		cmd.Process.Kill()
-		cmd.Wait()
-		conn.Close()
-		return nil, fmt.Errorf("executing %q: kernel returned no pidfd: %w", spec.SupervisorPath, hostid.ErrNoPidfs)
-	}
-	log.Info("supervisor started", "path", spec.SupervisorPath, "pid", cmd.Process.Pid, "slot", spec.Slot.String())
+	log.Info("supervisor started", "path", spec.SupervisorPath, "pid", rs.Pid(), "slot", spec.Slot.String())
 	h := &Handle{
 		Slot:           spec.Slot,
 		SupervisorSlot: spec.SupervisorSlot,
 		conn:           conn,
-		cmd:            cmd,
-		rsPidfd:        rsPidfd,
+		rs:             rs,
 		childPidfd:     -1,
 		log:            log,
-		reaped:         make(chan struct{}),
+		reaped:         rs.Done(),
 	}
-	go func() {
-		h.rsWaitErr = cmd.Wait()
-		close(h.reaped)
-	}()
 	return h, nil
 }
 
@@ -303,10 +291,9 @@ func (h *Handle) handshake(ctx context.Context, spec LaunchSpec, hooks Hooks) (s
 	if !ok {
 		return "awaiting armed", fmt.Errorf("%T: %w", r, ErrUnexpectedReport)
 	}
-	own, err := hostid.IdentityOf(h.rsPidfd)
-	if err != nil {
-		return "reading the supervisor identity", err
-	}
+	// Read through the coordinator's own pidfd when the supervisor was
+	// started.
+	own := h.rs.Identity()
 	if own != armed.Supervisor {
 		return "checking the supervisor identity", fmt.Errorf("pidfd %v, reported %v: %w", own, armed.Supervisor, ErrIdentityMismatch)
 	}
@@ -383,7 +370,7 @@ func (h *Handle) openChild(id hostid.PidfsProcessIdentityV1) error {
 // kills any child), reap it, and wait a bounded time for the child to die.
 func (h *Handle) abort() {
 	h.conn.Close()
-	killPidfd(h.rsPidfd)
+	h.rs.Kill()
 	<-h.reaped
 	if h.childPidfd >= 0 {
 		if !waitPidfd(h.childPidfd, 5*time.Second) {
@@ -445,7 +432,7 @@ func (h *Handle) Wait() (ExitStatus, error) {
 		return *exited, nil
 	}
 	st := ExitStatus{}
-	if ps := h.cmd.ProcessState; ps != nil {
+	if ps := h.rs.State(); ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
 			st = ExitStatusOf(unix.WaitStatus(ws))
 		}
@@ -486,15 +473,15 @@ func (h *Handle) Stop(grace time.Duration) error {
 // Kill sends SIGKILL to the supervisor through its pidfd; the causal edge
 // kills the child.
 func (h *Handle) Kill() error {
-	if err := unix.PidfdSendSignal(h.rsPidfd, unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
-		return fmt.Errorf("killing the supervisor of %v: %w", h.Slot, os.NewSyscallError("pidfd_send_signal", err))
+	if err := h.rs.Kill(); err != nil {
+		return fmt.Errorf("killing the supervisor of %v: %w", h.Slot, err)
 	}
 	return nil
 }
 
 // SupervisorPidfd and ChildPidfd are the coordinator's pidfds on the two
 // processes, owned by the Handle and valid until Release after Wait.
-func (h *Handle) SupervisorPidfd() int { return h.rsPidfd }
+func (h *Handle) SupervisorPidfd() int { return h.rs.Fd() }
 
 // ChildPidfd is the coordinator's own pidfd on the child.
 func (h *Handle) ChildPidfd() int { return h.childPidfd }
@@ -518,16 +505,8 @@ func (h *Handle) closeFds() {
 		if h.childPidfd >= 0 {
 			unix.Close(h.childPidfd)
 		}
-		unix.Close(h.rsPidfd)
+		h.rs.Close()
 	})
-}
-
-func killPidfd(fd int) {
-	for {
-		if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != unix.EINTR {
-			return
-		}
-	}
 }
 
 // waitPidfd waits until the process behind fd has exited, for at most d.

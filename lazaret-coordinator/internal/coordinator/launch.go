@@ -7,45 +7,33 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/spawn"
 )
 
 // launcher starts the HC's gated children (the `runsc exec` clients) from
-// one goroutine locked to its OS thread for the process's lifetime. The
-// kernel sends a child's parent-death signal when the thread that forked it
-// exits (golang/go#27505); this thread never exits, so every exec client
-// dies with the HC.
+// one spawn.Thread, whose OS thread never exits: the kernel sends a
+// child's parent-death signal when the thread that forked it exits
+// (golang/go#27505), so every exec client dies with the HC.
 type launcher struct {
-	reqs chan launchReq
+	thread *spawn.Thread
 }
 
-type launchReq struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func newLauncher() *launcher {
-	l := &launcher{reqs: make(chan launchReq)}
-	go func() {
-		runtime.LockOSThread()
-		for r := range l.reqs {
-			r.done <- r.cmd.Start()
-		}
-	}()
-	return l
-}
+func newLauncher() *launcher { return &launcher{thread: spawn.NewThread()} }
 
 // gated is a child held by `lazaret-supervisor gate` until opened, so its
 // pidfs identity is recorded before the program runs; execve keeps the
 // PID, pidfs inode and start time.
+//
+// Once the gate is opened the session run (sessions.go) owns proc: it
+// waits for it, signals it and closes it after the reap. Until then
+// abandon ends it.
 type gated struct {
-	cmd      *exec.Cmd
-	pidfd    int
+	proc     *spawn.Process
 	identity hostid.PidfsProcessIdentityV1
 	gate     *os.File // write end of the gate pipe
 	status   *os.File // read end of the exec-status pipe
@@ -71,16 +59,12 @@ func (l *launcher) start(supervisor string, cmd *exec.Cmd, extra []*os.File, set
 	cmd.Path = supervisor
 	cmd.Args = append([]string{supervisor, "gate", "--"}, program...)
 	cmd.ExtraFiles = append([]*os.File{gateR, statusW}, extra...)
-	pidfd := -1
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setsid:    true,
 		Setctty:   setctty,
 		Pdeathsig: syscall.SIGKILL,
-		PidFD:     &pidfd,
 	}
-	done := make(chan error, 1)
-	l.reqs <- launchReq{cmd: cmd, done: done}
-	err = <-done
+	proc, err := l.thread.Start(cmd)
 	gateR.Close()
 	statusW.Close()
 	if err != nil {
@@ -88,12 +72,7 @@ func (l *launcher) start(supervisor string, cmd *exec.Cmd, extra []*os.File, set
 		statusR.Close()
 		return nil, fmt.Errorf("starting %q: %w", program[0], err)
 	}
-	g := &gated{cmd: cmd, pidfd: pidfd, gate: gateW, status: statusR}
-	if g.identity, err = hostid.IdentityOf(pidfd); err != nil {
-		g.abandon()
-		return nil, fmt.Errorf("identifying the gated child: %w", err)
-	}
-	return g, nil
+	return &gated{proc: proc, identity: proc.Identity(), gate: gateW, status: statusR}, nil
 }
 
 // open releases the gate and waits for the exec status: EOF means the
@@ -117,12 +96,12 @@ func (g *gated) open() error {
 	return fmt.Errorf("%w: exec status unreadable: %v", ErrGate, err)
 }
 
-// abandon closes the gate without opening it (the gate exits 125) and
-// reaps the child.
+// abandon closes the gate without opening it (the gate exits 125), kills
+// the child through its pidfd and reaps it.
 func (g *gated) abandon() {
 	g.gate.Close()
 	g.status.Close()
-	unix.PidfdSendSignal(g.pidfd, unix.SIGKILL, nil, 0)
-	g.cmd.Wait()
-	unix.Close(g.pidfd)
+	g.proc.Kill()
+	g.proc.Wait()
+	g.proc.Close()
 }

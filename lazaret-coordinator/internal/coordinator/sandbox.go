@@ -367,12 +367,6 @@ func (p *sandboxStep) runtimeGone() bool {
 	return exitedWithin(sb.handle.ChildPidfd(), 0)
 }
 
-// alive reports whether the process behind pidfd still exists. A zombie
-// exists: use it only for children the HC reaps itself.
-func alive(pidfd int) bool {
-	return unix.PidfdSendSignal(pidfd, 0, nil, 0) == nil
-}
-
 // childExitGrace bounds the wait for the attached runsc to exit after its
 // supervisor ended: when the supervisor was killed, runsc receives its
 // parent-death SIGKILL only then and needs a moment to exit.

@@ -9,6 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// alive reports whether the process behind pidfd exists; a zombie does.
+func alive(pidfd int) bool { return unix.PidfdSendSignal(pidfd, 0, nil, 0) == nil }
+
 // TestExitedWithinZombie: a process that exited but was not reaped (the
 // attached runsc after its supervisor was killed, until init reaps it)
 // still accepts signal 0, so only its readable pidfd proves the exit.
@@ -38,7 +41,7 @@ func TestExitedWithinZombie(t *testing.T) {
 		t.Fatal("exitedWithin does not report the killed, unreaped process as exited")
 	}
 	if !alive(pidfd) {
-		t.Fatal("a zombie no longer accepts signal 0; alive's comment is out of date")
+		t.Fatal("a zombie no longer accepts signal 0; exitedWithin's comment is out of date")
 	}
 	cmd.Wait()
 	if alive(pidfd) {

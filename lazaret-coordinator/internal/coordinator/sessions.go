@@ -341,7 +341,7 @@ func (s *sessions) startRun(rs runSpec) (*run, error) {
 		return r, err
 	}
 	if err := gc.open(); err != nil {
-		gc.cmd.Wait()
+		gc.proc.Wait()
 		return r, err
 	}
 	g.log.Info("session started", "session", b.SessionID.String(), "terminal", rs.terminal, "exec_client_pid", gc.identity.HostPID)
@@ -376,7 +376,7 @@ func (r *run) recordGuest(running bool) {
 			}
 			return
 		}
-		if !alive(r.gc.pidfd) {
+		if r.gc.proc.Signal(0) != nil {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -397,7 +397,7 @@ func (r *run) kill() {
 		cancel()
 	}
 	if r.gc != nil {
-		unix.PidfdSendSignal(r.gc.pidfd, unix.SIGKILL, nil, 0)
+		r.gc.proc.Kill()
 	}
 }
 
@@ -408,7 +408,7 @@ func (r *run) finish(waitErr error) protocol.SessionExit {
 	r.mu.Lock()
 	killed := r.killed
 	r.mu.Unlock()
-	ps := r.gc.cmd.ProcessState
+	ps := r.gc.proc.State()
 	switch {
 	case r.s.isLost(), ps != nil && ps.ExitCode() != 0 && r.s.sandbox.runtimeGone():
 		// The exec client can end (runsc exec sees the sandbox go away)
@@ -445,12 +445,12 @@ func (r *run) release() {
 		}
 	}
 	if r.gc != nil {
-		if alive(r.gc.pidfd) {
+		// A zombie still answers: the client must have been reaped.
+		if r.gc.proc.Signal(0) == nil {
 			r.s.scope.log.Warn("session exec client still alive at release", "session", r.id.String())
 			return
 		}
-		unix.Close(r.gc.pidfd)
-		r.gc.pidfd = -1
+		r.gc.proc.Close()
 	}
 	os.Remove(r.pidFile)
 	clean := domainstore.SessionTerminal{GenerationID: t.GenerationID, SessionID: t.SessionID, State: domainstore.TerminalClean}
@@ -492,7 +492,7 @@ func (s *sessions) Execute(ctx context.Context, req control.ExecRequest, stdout,
 	go func() { defer copies.Done(); copyOut(stdout, outR) }()
 	go func() { defer copies.Done(); copyOut(stderr, errR) }()
 	waited := make(chan error, 1)
-	go func() { waited <- r.gc.cmd.Wait() }()
+	go func() { waited <- r.gc.proc.Wait() }()
 	var werr error
 	select {
 	case werr = <-waited:
@@ -547,7 +547,7 @@ func (s *sessions) Interactive(ctx context.Context, req control.InteractiveReque
 	p := &ptySession{r: r, master: master, done: make(chan struct{}), route: esc.attach(req.Binding.SessionID)}
 	r.watchGuest(true)
 	go func() {
-		werr := r.gc.cmd.Wait()
+		werr := r.gc.proc.Wait()
 		// The session's escalation request ends with its terminal.
 		esc.detach(req.Binding.SessionID, p.route)
 		// The pty's replica may stay open in the sandbox for a moment:

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,46 +18,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/spawn"
 	"lazaret.dev/pkg/supervise"
 )
 
 // selfExe re-executes this very binary (even if its path was replaced on
 // disk since the supervisor started).
 const selfExe = "/proc/self/exe"
-
-// launcher forks children from one OS thread that never exits. The kernel
-// sends PR_SET_PDEATHSIG when the thread that forked the child exits, not
-// when the process does (golang/go#27505); a goroutine that locks its
-// thread and never returns keeps that thread for the supervisor's life.
-type launcher struct {
-	reqs chan launchRequest
-}
-
-type launchRequest struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func startLauncher() *launcher {
-	l := &launcher{reqs: make(chan launchRequest)}
-	ready := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		close(ready)
-		// The loop never ends: reqs is never closed.
-		for r := range l.reqs {
-			r.done <- r.cmd.Start()
-		}
-	}()
-	<-ready
-	return l
-}
-
-func (l *launcher) start(cmd *exec.Cmd) error {
-	r := launchRequest{cmd: cmd, done: make(chan error, 1)}
-	l.reqs <- r
-	return <-r.done
-}
 
 // reaper is the only waiter of the supervisor: it reaps the attached child
 // and, the supervisor being a child subreaper, every orphaned descendant
@@ -121,16 +88,18 @@ func (r *reaper) reap() {
 	}
 }
 
-// startMain starts cmd as the attached child through l, holding mu so that
-// a fast exit is attributed to it.
-func (r *reaper) startMain(l *launcher, cmd *exec.Cmd) error {
+// startMain starts cmd as the attached child from th, holding mu so that a
+// fast exit is attributed to it (and so that nothing reaps it before spawn
+// has read its identity).
+func (r *reaper) startMain(th *spawn.Thread, cmd *exec.Cmd) (*spawn.Process, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := l.start(cmd); err != nil {
-		return err
+	p, err := th.Start(cmd)
+	if err != nil {
+		return nil, err
 	}
-	r.main = cmd.Process.Pid
-	return nil
+	r.main = p.Pid()
+	return p, nil
 }
 
 // killDescendants sends SIGKILL to every remaining child of the supervisor
@@ -189,8 +158,8 @@ func childPIDs() ([]int, error) {
 
 // child is the attached child: a gate until opened, then the program.
 type child struct {
-	pid   int
-	pidfd int
+	// proc names the child by its pidfd; the reaper, not proc, reaps it.
+	proc *spawn.Process
 	// gate is the write end of the gate pipe; nil once used or closed.
 	gate *os.File
 	// execResult yields once: nil when the program was executed (or the
@@ -199,8 +168,9 @@ type child struct {
 }
 
 // launchChild starts the gate for argv in a new session with PDEATHSIG
-// SIGKILL, the supervisor's stdio and environment, and a pidfd.
-func launchChild(l *launcher, r *reaper, argv []string) (*child, error) {
+// SIGKILL, from th (a thread that never exits), with the supervisor's
+// stdio and environment, and a pidfd.
+func launchChild(th *spawn.Thread, r *reaper, argv []string) (*child, error) {
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("creating the gate pipe: %w", err)
@@ -212,7 +182,6 @@ func launchChild(l *launcher, r *reaper, argv []string) (*child, error) {
 		return nil, fmt.Errorf("creating the exec-status pipe: %w", err)
 	}
 	defer statW.Close()
-	pidfd := -1
 	cmd := &exec.Cmd{
 		Path:       selfExe,
 		Args:       append([]string{"lazaret-supervisor", "gate", "--"}, argv...),
@@ -224,22 +193,15 @@ func launchChild(l *launcher, r *reaper, argv []string) (*child, error) {
 		SysProcAttr: &syscall.SysProcAttr{
 			Setsid:    true,
 			Pdeathsig: syscall.SIGKILL,
-			PidFD:     &pidfd,
 		},
 	}
-	if err := r.startMain(l, cmd); err != nil {
+	proc, err := r.startMain(th, cmd)
+	if err != nil {
 		gateW.Close()
 		statR.Close()
 		return nil, fmt.Errorf("starting the gate for %q: %w", argv[0], err)
 	}
-	if pidfd < 0 {
-		// Without a pidfd there is no exact handle: end the gate.
-		cmd.Process.Kill()
-		gateW.Close()
-		statR.Close()
-		return nil, fmt.Errorf("starting the gate for %q: kernel returned no pidfd", argv[0])
-	}
-	c := &child{pid: cmd.Process.Pid, pidfd: pidfd, gate: gateW, execResult: make(chan error, 1)}
+	c := &child{proc: proc, gate: gateW, execResult: make(chan error, 1)}
 	// The reaper owns waiting; os/exec must not.
 	cmd.Process.Release()
 	go func() {
@@ -258,7 +220,7 @@ func launchChild(l *launcher, r *reaper, argv []string) (*child, error) {
 			c.execResult <- fmt.Errorf("exec status of %d bytes", len(b))
 		}
 	}()
-	go watchPidfd(pidfd, r)
+	go watchPidfd(proc.Fd(), r)
 	return c, nil
 }
 
@@ -297,17 +259,11 @@ func (c *child) abandon() {
 	}
 }
 
-// signal sends sig through the pidfd. A process that is already gone
-// (ESRCH) is not an error: its exit is reported by the reaper.
+// signal sends sig through the pidfd. A process that is already gone is
+// not an error: its exit is reported by the reaper.
 func (c *child) signal(sig unix.Signal) error {
-	for {
-		err := unix.PidfdSendSignal(c.pidfd, sig, nil, 0)
-		switch err {
-		case nil, unix.ESRCH:
-			return nil
-		case unix.EINTR:
-			continue
-		}
-		return os.NewSyscallError("pidfd_send_signal", err)
+	if err := c.proc.Signal(sig); err != nil && !errors.Is(err, hostid.ErrProcessExited) {
+		return err
 	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/spawn"
 	"lazaret.dev/pkg/supervise"
 )
 
@@ -248,7 +249,7 @@ func (s *supervisor) serve() error {
 		return err
 	}
 	reaper := newReaper(s.log)
-	l := startLauncher()
+	th := spawn.NewThread()
 	self, err := ownIdentity()
 	if err != nil {
 		s.reportError(supervise.ErrorIdentity, err)
@@ -278,12 +279,12 @@ func (s *supervisor) serve() error {
 	}
 
 	// Launch the gated child and stage it.
-	ch, err := launchChild(l, reaper, s.cfg.Argv)
+	ch, err := launchChild(th, reaper, s.cfg.Argv)
 	if err != nil {
 		s.reportError(supervise.ErrorLaunch, err)
 		return err
 	}
-	s.log.Info("child launched at its gate", "pid", ch.pid, "program", s.cfg.Argv[0])
+	s.log.Info("child launched at its gate", "pid", ch.proc.Pid(), "program", s.cfg.Argv[0])
 	return s.superviseChild(ch, reaper)
 }
 
@@ -313,7 +314,7 @@ const (
 // exit: nil or an *cmdmain.ExitError mirroring the child's status once it
 // ran, an error when it was killed before the commit.
 func (s *supervisor) superviseChild(ch *child, r *reaper) error {
-	defer unix.Close(ch.pidfd)
+	defer ch.proc.Close()
 	state := childStaged
 	var barrier *hostid.Barrier
 	// aborted is the reason the child is being killed before it ran.
@@ -333,14 +334,13 @@ func (s *supervisor) superviseChild(ch *child, r *reaper) error {
 		}
 	}
 
-	id, err := hostid.IdentityOf(ch.pidfd)
+	// The identity was read through the pidfd right after the fork.
+	id := ch.proc.Identity()
+	staged := s.hello.StagedFor(s.cfg.Slot, id)
+	barrier, err := hostid.NewBarrier(staged)
 	if err == nil {
-		staged := s.hello.StagedFor(s.cfg.Slot, id)
-		barrier, err = hostid.NewBarrier(staged)
-		if err == nil {
-			s.log.Info("child staged", "child", id.String(), "slot", s.cfg.Slot.String())
-			s.report(&supervise.Staged{Staged: staged})
-		}
+		s.log.Info("child staged", "child", id.String(), "slot", s.cfg.Slot.String())
+		s.report(&supervise.Staged{Staged: staged})
 	}
 	if err != nil {
 		abort(supervise.ErrorIdentity, fmt.Errorf("reading the child identity: %w", err))
