@@ -9,6 +9,9 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/spawn"
 )
 
 // ErrHelperNotReady: the connectivity helper exited or did not report
@@ -26,11 +29,10 @@ var SlirpAddresses = []string{"10.0.2.2", "10.0.2.3"}
 
 // Slirp is a running slirp4netns attached to an enforcement namespace.
 type Slirp struct {
-	Cmd   *exec.Cmd
+	// proc names slirp4netns by the pidfd its clone returned; Stop and
+	// the end of its reaping close it.
+	proc  *spawn.Process
 	exitW *os.File
-	// exited is closed once Cmd has been waited for; err is its result.
-	exited chan struct{}
-	err    error
 }
 
 // SlirpConfig says how to run slirp4netns for the network namespace of
@@ -90,18 +92,15 @@ func StartSlirp(ctx context.Context, cfg SlirpConfig, stderr io.Writer) (*Slirp,
 	cmd.Stderr = stderr
 	cmd.ExtraFiles = []*os.File{readyW, exitR}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
-	err = cmd.Start()
+	proc, err := spawn.Start(cmd)
 	readyW.Close()
 	exitR.Close()
 	if err != nil {
 		exitW.Close()
-		return nil, fmt.Errorf("starting slirp4netns %q: %w", argv[0], err)
+		return nil, fmt.Errorf("starting slirp4netns: %w", err)
 	}
-	s := &Slirp{Cmd: cmd, exitW: exitW, exited: make(chan struct{})}
-	go func() {
-		s.err = cmd.Wait()
-		close(s.exited)
-	}()
+	s := &Slirp{proc: proc, exitW: exitW}
+	s.proc.Done()
 	got := make(chan error, 1)
 	go func() {
 		b := make([]byte, 1)
@@ -126,22 +125,24 @@ func StartSlirp(ctx context.Context, cfg SlirpConfig, stderr io.Writer) (*Slirp,
 
 // Done is closed once slirp4netns has exited and been reaped; any number
 // of watchers may wait on it.
-func (s *Slirp) Done() <-chan struct{} { return s.exited }
+func (s *Slirp) Done() <-chan struct{} { return s.proc.Done() }
 
-// Err is the exit status of slirp4netns; valid once Done is closed.
-func (s *Slirp) Err() error {
-	<-s.exited
-	return s.err
-}
+// Err is the exit status of slirp4netns; it waits for Done.
+func (s *Slirp) Err() error { return s.proc.Wait() }
+
+// Identity is the pidfs identity of slirp4netns, read right after its
+// clone.
+func (s *Slirp) Identity() hostid.PidfsProcessIdentityV1 { return s.proc.Identity() }
 
 // Stop asks slirp4netns to exit by closing its exit descriptor, and kills
 // it if it has not exited within a second.
 func (s *Slirp) Stop() {
 	s.exitW.Close()
 	select {
-	case <-s.exited:
+	case <-s.proc.Done():
 	case <-time.After(time.Second):
-		s.Cmd.Process.Kill()
-		<-s.exited
+		s.proc.Kill()
+		<-s.proc.Done()
 	}
+	s.proc.Close()
 }

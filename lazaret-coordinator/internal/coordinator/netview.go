@@ -316,15 +316,7 @@ func (n *sidecarNetwork) startHelper(ctx context.Context, sidecarPid int) (hosti
 		return hostid.PidfsProcessIdentityV1{}, fmt.Errorf("starting the connectivity helper: %w", err)
 	}
 	n.helper = slirp
-	pidfd, err := hostid.OpenPidfd(slirp.Cmd.Process.Pid)
-	if err != nil {
-		return hostid.PidfsProcessIdentityV1{}, fmt.Errorf("opening the connectivity helper's pidfd: %w", err)
-	}
-	id, err := hostid.IdentityOf(pidfd)
-	unix.Close(pidfd)
-	if err != nil {
-		return hostid.PidfsProcessIdentityV1{}, fmt.Errorf("identifying the connectivity helper: %w", err)
-	}
+	id := slirp.Identity()
 	if err := s.update(role, domainstore.StateIntent, func(o *domainstore.ParticipantOwnership) {
 		o.Helper.ConnectivityHelper = hostid.StagedOwnership(id)
 	}); err != nil {

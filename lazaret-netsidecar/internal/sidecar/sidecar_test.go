@@ -378,7 +378,7 @@ func TestSidecarSlirp(t *testing.T) {
 			}
 			t.Cleanup(s.Stop)
 			t.Logf("slirp4netns ready in %v", time.Since(helperStart))
-			helper := selfIdentity(t, s.Cmd.Process.Pid)
+			helper := s.Identity()
 			if err := r.ch.Send(&netsidecar.HelperStarted{ConnectivityHelper: helper}); err != nil {
 				t.Fatal(err)
 			}
