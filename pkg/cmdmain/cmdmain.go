@@ -42,6 +42,23 @@ func Run(app *cli.App) {
 	os.Exit(run(app, os.Args, os.Stderr))
 }
 
+// Main runs a small tool that has neither flags nor subcommands: an error
+// from run is printed as one line on stderr prefixed with name, and the
+// process exits 1.
+func Main(name string, run func() error) {
+	if code := runTool(name, run, os.Stderr); code != 0 {
+		os.Exit(code)
+	}
+}
+
+func runTool(name string, run func() error, stderr io.Writer) int {
+	if err := run(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
 func run(app *cli.App, args []string, stderr io.Writer) int {
 	name := app.Name
 	app.Version = buildinfo.Version()

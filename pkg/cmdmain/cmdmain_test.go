@@ -34,6 +34,28 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
+func TestToolExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		wantCode int
+		wantErr  string
+	}{
+		{"ok", nil, 0, ""},
+		{"error", errors.New("reading the bundle: boom"), 1, "tool: reading the bundle: boom\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if got := runTool("tool", func() error { return tc.err }, &stderr); got != tc.wantCode {
+				t.Errorf("exit code = %d, want %d", got, tc.wantCode)
+			}
+			if stderr.String() != tc.wantErr {
+				t.Errorf("stderr = %q, want %q", stderr.String(), tc.wantErr)
+			}
+		})
+	}
+}
+
 func TestVersionFlag(t *testing.T) {
 	var out bytes.Buffer
 	app := &cli.App{Name: "lazaret-x", Writer: &out, Action: func(*cli.Context) error { return errors.New("action ran") }}
