@@ -30,27 +30,9 @@ func TestRunExitCodes(t *testing.T) {
 			if stderr.String() != tc.wantErr {
 				t.Errorf("stderr = %q, want %q", stderr.String(), tc.wantErr)
 			}
-		})
-	}
-}
-
-func TestToolExitCodes(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		err      error
-		wantCode int
-		wantErr  string
-	}{
-		{"ok", nil, 0, ""},
-		{"error", errors.New("reading the bundle: boom"), 1, "tool: reading the bundle: boom\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			if got := runTool("tool", func() error { return tc.err }, &stderr); got != tc.wantCode {
-				t.Errorf("exit code = %d, want %d", got, tc.wantCode)
-			}
-			if stderr.String() != tc.wantErr {
-				t.Errorf("stderr = %q, want %q", stderr.String(), tc.wantErr)
+			stderr.Reset()
+			if got := exitCode("lazaret-x", tc.action, &stderr); got != tc.wantCode || stderr.String() != tc.wantErr {
+				t.Errorf("a tool's exit: code %d, stderr %q; want what the app gave", got, stderr.String())
 			}
 		})
 	}
