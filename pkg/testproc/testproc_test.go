@@ -6,23 +6,20 @@ import (
 )
 
 func TestParentOf(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		stat string
-		want int
-		ok   bool
-	}{
-		{"plain", "42 (sh) S 7 42 42 0", 7, true},
-		{"name with spaces and parentheses", "42 (a) b (c) R 9 42", 9, true},
-		{"no name", "42 sh S 7", 0, false},
-		{"cut short", "42 (sh) S", 0, false},
+	// Each stat line with the parent it names, or -1 where it names none.
+	for stat, want := range map[string]int{
+		"42 (sh) S 7 42 42 0": 7,
+		"42 (a) b (c) R 9 42": 9,  // a command name with spaces and parentheses
+		"42 sh S 7":           -1, // no command name in parentheses
+		"42 (sh) S":           -1, // cut short before the parent
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := parentOf([]byte(tc.stat))
-			if got != tc.want || ok != tc.ok {
-				t.Fatalf("parentOf(%q) = %d, %v; want %d, %v", tc.stat, got, ok, tc.want, tc.ok)
-			}
-		})
+		got, ok := parentOf([]byte(stat))
+		if !ok {
+			got = -1
+		}
+		if got != want {
+			t.Errorf("parentOf(%q) = %d, want %d", stat, got, want)
+		}
 	}
 }
 
