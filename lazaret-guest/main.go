@@ -18,40 +18,42 @@ import (
 
 func main() {
 	cmdmain.Run(&cli.App{
-		Name:  "lazaret-guest",
-		Usage: "ask the host to run an exact command (inside a Lazaret sandbox)",
-		Commands: []*cli.Command{
-			{
-				Name:      "run",
-				Usage:     "ask the host to run /abs/path with ARGS and print its output",
-				ArgsUsage: "-- /abs/path [ARGS...]",
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "justification", Usage: "why the command is needed (shown to the developer)"},
-				},
-				Action: run,
-			},
-			{
-				Name:  "shim",
-				Usage: "manage wrappers that route a command name to the host",
-				Subcommands: []*cli.Command{{
-					Name:      "install",
-					Usage:     "write wrappers NAME (to --host-dir/NAME) or NAME=/abs/host/path",
-					ArgsUsage: "NAME[=/abs/host/path]...",
-					Flags: []cli.Flag{
-						&cli.StringFlag{Name: "dir", Value: guest.DefaultShimDir, Usage: "directory to write the wrappers to"},
-						&cli.StringFlag{Name: "host-dir", Value: guest.DefaultHostDir, Usage: "host directory of a bare NAME"},
-						&cli.StringFlag{Name: "guest", Value: guest.DefaultGuestPath, Usage: "path of lazaret-guest inside the sandbox"},
-					},
-					Action: shimInstall,
-				}},
-			},
-			{
-				Name:   "init",
-				Usage:  "run as the sandbox container's init: reap children until SIGTERM",
-				Action: func(c *cli.Context) error { return guest.Init(c.Context) },
-			},
-		},
+		Name:     "lazaret-guest",
+		Usage:    "ask the host to run an exact command (inside a Lazaret sandbox)",
+		Commands: []*cli.Command{runCommand, shimCommand, initCommand},
 	})
+}
+
+var runCommand = &cli.Command{
+	Name:      "run",
+	Usage:     "ask the host to run /abs/path with ARGS and print its output",
+	ArgsUsage: "-- /abs/path [ARGS...]",
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "justification", Usage: "why the command is needed (shown to the developer)"},
+	},
+	Action: run,
+}
+
+var shimCommand = &cli.Command{
+	Name:  "shim",
+	Usage: "manage wrappers that route a command name to the host",
+	Subcommands: []*cli.Command{{
+		Name:      "install",
+		Usage:     "write wrappers NAME (to --host-dir/NAME) or NAME=/abs/host/path",
+		ArgsUsage: "NAME[=/abs/host/path]...",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Value: guest.DefaultShimDir, Usage: "directory to write the wrappers to"},
+			&cli.StringFlag{Name: "host-dir", Value: guest.DefaultHostDir, Usage: "host directory of a bare NAME"},
+			&cli.StringFlag{Name: "guest", Value: guest.DefaultGuestPath, Usage: "path of lazaret-guest inside the sandbox"},
+		},
+		Action: shimInstall,
+	}},
+}
+
+var initCommand = &cli.Command{
+	Name:   "init",
+	Usage:  "run as the sandbox container's init: reap children until SIGTERM",
+	Action: func(c *cli.Context) error { return guest.Init(c.Context) },
 }
 
 func run(c *cli.Context) error {

@@ -13,54 +13,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"lazaret.dev/pkg/testproc"
 )
-
-// chaosProc is one process of the host: its parent and argv.
-type chaosProc struct {
-	pid, ppid int
-	argv      []string
-}
-
-func processTable() []chaosProc {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	var out []chaosProc
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(filepath.Base(d))
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil || len(cmdline) == 0 {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		out = append(out, chaosProc{pid: pid, ppid: ppid, argv: strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")})
-	}
-	return out
-}
 
 // victimPID finds the process named name of the test's current
 // generation: its coordinator (serve with the test's configuration) or a
 // process below it; for lazaret-supervisor, the sandbox's.
 func (s *sandbox) victimPID(name string) (int, bool) {
-	ps := processTable()
+	ps := testproc.List()
 	hc := 0
 	for _, p := range ps {
-		if len(p.argv) > 1 && filepath.Base(p.argv[0]) == "lazaret-coordinator" && p.argv[1] == "serve" &&
-			strings.Contains(strings.Join(p.argv, " "), s.config) {
-			hc = p.pid
+		if len(p.Argv) > 1 && filepath.Base(p.Argv[0]) == "lazaret-coordinator" && p.Argv[1] == "serve" &&
+			strings.Contains(strings.Join(p.Argv, " "), s.config) {
+			hc = p.PID
 		}
 	}
 	if hc == 0 {
@@ -71,21 +37,21 @@ func (s *sandbox) victimPID(name string) (int, bool) {
 	}
 	parent := map[int]int{}
 	for _, p := range ps {
-		parent[p.pid] = p.ppid
+		parent[p.PID] = p.PPID
 	}
 	for _, p := range ps {
-		if filepath.Base(p.argv[0]) != name {
+		if filepath.Base(p.Argv[0]) != name {
 			continue
 		}
-		if name == "lazaret-supervisor" && !strings.Contains(strings.Join(p.argv, " "), "SandboxAttachedRunsc") {
+		if name == "lazaret-supervisor" && !strings.Contains(strings.Join(p.Argv, " "), "SandboxAttachedRunsc") {
 			continue
 		}
-		if name == "runsc" && (len(p.argv) < 2 || !strings.Contains(strings.Join(p.argv, " "), " run ")) {
+		if name == "runsc" && (len(p.Argv) < 2 || !strings.Contains(strings.Join(p.Argv, " "), " run ")) {
 			continue
 		}
-		for q, i := p.pid, 0; i < 64 && q > 1; i++ {
+		for q, i := p.PID, 0; i < 64 && q > 1; i++ {
 			if q = parent[q]; q == hc {
-				return p.pid, true
+				return p.PID, true
 			}
 		}
 	}
@@ -187,9 +153,9 @@ func TestChaosTerminalsAndFaults(t *testing.T) {
 			t.Errorf("Domain %s still records %d generations (published %v)", d.DomainID, len(d.Generations), d.Published != nil)
 		}
 	}
-	for _, p := range processTable() {
-		if strings.Contains(strings.Join(p.argv, " "), s.home) {
-			t.Errorf("process %d still runs: %q", p.pid, p.argv)
+	for _, p := range testproc.List() {
+		if strings.Contains(strings.Join(p.Argv, " "), s.home) {
+			t.Errorf("process %d still runs: %q", p.PID, p.Argv)
 		}
 	}
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil && bytes.Contains(b, []byte(s.home)) {

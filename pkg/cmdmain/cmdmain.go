@@ -42,6 +42,16 @@ func Run(app *cli.App) {
 	os.Exit(run(app, os.Args, os.Stderr))
 }
 
+// Main runs a small tool that has neither flags nor subcommands, and exits
+// with what its error maps to, as Run does: an error is printed as one
+// line on stderr prefixed with name, and an *ExitError exits silently with
+// its code.
+func Main(name string, run func() error) {
+	if code := exitCode(name, run(), os.Stderr); code != 0 {
+		os.Exit(code)
+	}
+}
+
 func run(app *cli.App, args []string, stderr io.Writer) int {
 	name := app.Name
 	app.Version = buildinfo.Version()
@@ -56,7 +66,12 @@ func run(app *cli.App, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	err := app.RunContext(ctx, args)
+	return exitCode(name, app.RunContext(ctx, args), stderr)
+}
+
+// exitCode maps the error a command returned to its exit code, printing it
+// on stderr unless it is an *ExitError.
+func exitCode(name string, err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}

@@ -30,6 +30,10 @@ func TestRunExitCodes(t *testing.T) {
 			if stderr.String() != tc.wantErr {
 				t.Errorf("stderr = %q, want %q", stderr.String(), tc.wantErr)
 			}
+			stderr.Reset()
+			if got := exitCode("lazaret-x", tc.action, &stderr); got != tc.wantCode || stderr.String() != tc.wantErr {
+				t.Errorf("a tool's exit: code %d, stderr %q; want what the app gave", got, stderr.String())
+			}
 		})
 	}
 }

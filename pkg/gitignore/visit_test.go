@@ -1,18 +1,18 @@
 package gitignore
 
 import (
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"lazaret.dev/pkg/testtree"
 )
 
 // TestLoadVisit checks which entries LoadVisit shows and which directories
 // it lists, and that the Matcher it returns is Load's.
 func TestLoadVisit(t *testing.T) {
 	root := t.TempDir()
-	for p, s := range map[string]string{
+	testtree.Write(t, root, map[string]string{
 		".gitignore":         "build/\n.env\n",
 		".env":               "x",
 		"src/a.go":           "x",
@@ -28,15 +28,7 @@ func TestLoadVisit(t *testing.T) {
 		".git/HEAD":          "x",
 		".git/info/exclude":  "",
 		"keptdir/inner/file": "x",
-	} {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	for _, tc := range []struct {
 		name    string
 		descend func(m *Matcher, p string, isDir bool) bool

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/testtree"
 )
 
 func TestMatch(t *testing.T) {
@@ -116,15 +117,7 @@ func TestScan(t *testing.T) {
 		"nested/Makefile":           "nested\n",
 		"sub/.vscode/settings.json": "not at the root\n",
 	}
-	for p, s := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testtree.Write(t, root, files)
 	if err := os.Chmod(filepath.Join(root, "Makefile"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -27,21 +27,6 @@ func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// labPolicy allows two TEST-NET ranges, one host inside RFC 1918 and
-// TEST-NET-1, denies the upper half of TEST-NET-3 and RFC 1918, and names
-// 192.0.2.53 as the only resolver.
-func labPolicy(t testing.TB) *netpolicy.DerivedNetworkPolicy {
-	t.Helper()
-	pol, err := netpolicy.Derive(
-		[]netip.Prefix{p("198.51.100.0/24"), p("203.0.113.0/24"), p("10.1.2.3/32"), p("192.0.2.0/24")},
-		append([]netip.Prefix{p("203.0.113.128/25")}, netpolicy.RFC1918...),
-		[]netip.Addr{a("192.0.2.53")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pol
-}
-
 var labTargets = netpolicy.Targets{
 	Denied: []netpolicy.Destination{
 		{Address: a("10.9.9.9"), Port: 80}, {Address: a("169.254.169.254"), Port: 80},
@@ -61,7 +46,7 @@ var labHosts = []netip.Addr{
 
 func buildLab(t testing.TB) *netpath.Path {
 	t.Helper()
-	plan, err := nftplan.New(labPolicy(t), nftplan.Config{
+	plan, err := nftplan.New(netlab.Policy(t), nftplan.Config{
 		SandboxInterface: netpath.DefaultSandboxInterface, UpstreamInterface: "up0",
 		HostAddresses: []netip.Addr{a("198.18.0.1")},
 	})
@@ -234,7 +219,7 @@ func TestInstallIsAtomic(t *testing.T) {
 		return
 	}
 	ns := netlab.NewNS(t)
-	plan, err := nftplan.New(labPolicy(t), nftplan.Config{SandboxInterface: "lz-sbx0", UpstreamInterface: "up0"})
+	plan, err := nftplan.New(netlab.Policy(t), nftplan.Config{SandboxInterface: "lz-sbx0", UpstreamInterface: "up0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +251,7 @@ func TestInstallIsAtomic(t *testing.T) {
 	if err := netpath.VerifyRuleset(ns, plan); err != nil {
 		t.Fatalf("a refused second install changed the ruleset: %v", err)
 	}
-	other, _ := nftplan.New(labPolicy(t), nftplan.Config{SandboxInterface: "lz-sbx0", UpstreamInterface: "tap0"})
+	other, _ := nftplan.New(netlab.Policy(t), nftplan.Config{SandboxInterface: "lz-sbx0", UpstreamInterface: "tap0"})
 	if err := netpath.VerifyRuleset(ns, other); !errors.Is(err, netpath.ErrRulesetMismatch) {
 		t.Fatalf("VerifyRuleset against another plan = %v, want ErrRulesetMismatch", err)
 	}

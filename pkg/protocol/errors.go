@@ -43,7 +43,7 @@ const (
 	KindTrustManifest
 )
 
-var kindNames = map[Kind]string{
+var kindNames = [...]string{
 	KindMalformed:      "malformed record",
 	KindRecordKind:     "unexpected record kind",
 	KindSignature:      "invalid signature",
@@ -63,8 +63,8 @@ var kindNames = map[Kind]string{
 }
 
 func (k Kind) String() string {
-	if s, ok := kindNames[k]; ok {
-		return s
+	if k >= KindMalformed && int(k) < len(kindNames) {
+		return kindNames[k]
 	}
 	return fmt.Sprintf("protocol error kind %d", int(k))
 }

@@ -185,3 +185,20 @@ func TestLargestRecordsFit(t *testing.T) {
 		t.Fatalf("largest chunk: %v", err)
 	}
 }
+
+func TestKindString(t *testing.T) {
+	for _, tc := range []struct {
+		k    Kind
+		want string
+	}{
+		{KindMalformed, "malformed record"},
+		{KindTrustManifest, "trust manifest mismatch"},
+		{0, "protocol error kind 0"},
+		{-1, "protocol error kind -1"},
+		{KindTrustManifest + 1, fmt.Sprintf("protocol error kind %d", int(KindTrustManifest+1))},
+	} {
+		if got := tc.k.String(); got != tc.want {
+			t.Errorf("Kind(%d).String() = %q, want %q", int(tc.k), got, tc.want)
+		}
+	}
+}

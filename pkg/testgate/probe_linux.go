@@ -23,3 +23,16 @@ func probeUserNamespace() error {
 	}
 	return nil
 }
+
+// probeFUSE opens /dev/fuse and, unless root, looks fusermount3 up on PATH.
+func probeFUSE() error {
+	fd, err := syscall.Open("/dev/fuse", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening /dev/fuse: %w", err)
+	}
+	syscall.Close(fd)
+	if _, err := exec.LookPath("fusermount3"); err != nil && syscall.Geteuid() != 0 {
+		return fmt.Errorf("fusermount3 not installed (apt-get install fuse3): %w", err)
+	}
+	return nil
+}

@@ -76,3 +76,10 @@ func UserNamespaces(t testing.TB) {
 	t.Helper()
 	Require(t, "user namespaces", probeUserNamespace)
 }
+
+// FUSE requires a /dev/fuse this process can open and, unless it is root,
+// fusermount3 on PATH to mount with it.
+func FUSE(t testing.TB) {
+	t.Helper()
+	Require(t, "FUSE", probeFUSE)
+}

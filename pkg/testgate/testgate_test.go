@@ -36,3 +36,8 @@ func TestRootSkipsInUnprivilegedRun(t *testing.T) {
 		t.Fatal("Root(t) did not skip in the unprivileged run")
 	}
 }
+
+func TestFUSEProbe(t *testing.T) {
+	// The probe itself is exercised; hosts without FUSE skip.
+	FUSE(t)
+}

@@ -16,17 +16,13 @@ import (
 	"strings"
 	"time"
 
+	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/mailbox"
 	"lazaret.dev/pkg/protocol"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "forge:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdmain.Main("forge", run) }
 
 func run() error {
 	raw, err := os.ReadFile(envOr(mailbox.EnvCredentialBundle, mailbox.DefaultCredentialBundle))

@@ -276,6 +276,9 @@ func TestReportStatus(t *testing.T) {
 	if _, err := Status(7).MarshalText(); err == nil {
 		t.Error("status 7 marshalled")
 	}
+	if got := Status(7).String(); got != "Status(7)" {
+		t.Errorf("Status(7).String() = %q", got)
+	}
 }
 
 func TestParseProbeKind(t *testing.T) {

@@ -16,21 +16,22 @@ const (
 	Fail
 )
 
-var statusNames = [...]string{"ok", "warn", "fail"}
+var statusNames = [...]string{OK: "ok", Warn: "warn", Fail: "fail"}
 
-func (s Status) String() string {
-	if int(s) < len(statusNames) {
-		return statusNames[s]
-	}
-	return fmt.Sprintf("Status(%d)", uint8(s))
-}
-
-// MarshalText encodes the status as its name.
+// MarshalText encodes the status as its name; a value outside the three
+// statuses is an error.
 func (s Status) MarshalText() ([]byte, error) {
 	if int(s) >= len(statusNames) {
 		return nil, fmt.Errorf("doctor status %d: no such status", uint8(s))
 	}
-	return []byte(s.String()), nil
+	return []byte(statusNames[s]), nil
+}
+
+func (s Status) String() string {
+	if name, err := s.MarshalText(); err == nil {
+		return string(name)
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
 }
 
 // Check is the outcome of one host check.

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"lazaret.dev/pkg/testproc"
 )
 
 // victim is a runtime process of a generation other than its coordinator,
@@ -21,11 +23,11 @@ type victim struct {
 
 // descendant finds a process below root (root excluded) whose argv[0]
 // ends in name and that match accepts.
-func descendant(root int, name string, match func(proc) bool) (int, bool) {
-	ps := processes()
+func descendant(root int, name string, match func(testproc.Process) bool) (int, bool) {
+	ps := testproc.List()
 	parent := map[int]int{}
 	for _, p := range ps {
-		parent[p.pid] = p.ppid
+		parent[p.PID] = p.PPID
 	}
 	below := func(pid int) bool {
 		for i := 0; i < 64 && pid > 1; i++ {
@@ -37,8 +39,8 @@ func descendant(root int, name string, match func(proc) bool) (int, bool) {
 		return false
 	}
 	for _, p := range ps {
-		if len(p.argv) > 0 && filepath.Base(p.argv[0]) == name && below(p.pid) && (match == nil || match(p)) {
-			return p.pid, true
+		if len(p.Argv) > 0 && filepath.Base(p.Argv[0]) == name && below(p.PID) && (match == nil || match(p)) {
+			return p.PID, true
 		}
 	}
 	return 0, false
@@ -46,8 +48,8 @@ func descendant(root int, name string, match func(proc) bool) (int, bool) {
 
 // isSandboxSupervisor tells the sandbox's Runtime Supervisor from those of
 // session exec clients.
-func isSandboxSupervisor(p proc) bool {
-	return strings.Contains(strings.Join(p.argv, " "), "SandboxAttachedRunsc")
+func isSandboxSupervisor(p testproc.Process) bool {
+	return strings.Contains(strings.Join(p.Argv, " "), "SandboxAttachedRunsc")
 }
 
 var runtimeVictims = []victim{
@@ -63,9 +65,9 @@ var runtimeVictims = []victim{
 		if !ok {
 			return 0, false
 		}
-		for _, p := range processes() {
-			if p.ppid == sup && len(p.argv) > 0 && filepath.Base(p.argv[0]) == "runsc" {
-				return p.pid, true
+		for _, p := range testproc.List() {
+			if p.PPID == sup && len(p.Argv) > 0 && filepath.Base(p.Argv[0]) == "runsc" {
+				return p.PID, true
 			}
 		}
 		return 0, false

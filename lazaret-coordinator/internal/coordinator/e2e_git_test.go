@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lazaret.dev/pkg/testgate"
+	"lazaret.dev/pkg/testtree"
 )
 
 // gitTestImage is the busybox image with the host's git added.
@@ -196,15 +197,7 @@ func (e *env) hostGit(t *testing.T, args ...string) string {
 // on the host, creating directories.
 func (e *env) writeHostFiles(t *testing.T, files map[string]string) {
 	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(e.workspace, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testtree.Write(t, e.workspace, files)
 }
 
 func TestServeEndToEndGitInsideView(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"lazaret.dev/pkg/domainstore"
 	"lazaret.dev/pkg/protocol"
+	"lazaret.dev/pkg/testproc"
 )
 
 // withVolumes adds a volumes list to the test profile of e's configuration
@@ -127,51 +127,11 @@ func TestServeEndToEndVolumes(t *testing.T) {
 	checkNothingLeft(t, e)
 }
 
-// proc is one process seen in /proc.
-type proc struct {
-	pid, ppid int
-	argv      []string
-}
-
-func (p proc) String() string { return fmt.Sprintf("%d (parent %d) %q", p.pid, p.ppid, p.argv) }
-
-// processes lists the processes whose command line can be read.
-func processes() []proc {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	var out []proc
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(filepath.Base(d))
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil || len(cmdline) == 0 {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			continue
-		}
-		// The fields after the command name, which is in parentheses.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		out = append(out, proc{pid: pid, ppid: ppid, argv: strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")})
-	}
-	return out
-}
-
 // mentioning returns the processes one of whose arguments contains s.
-func mentioning(s string) []proc {
-	var out []proc
-	for _, p := range processes() {
-		for _, a := range p.argv {
+func mentioning(s string) []testproc.Process {
+	var out []testproc.Process
+	for _, p := range testproc.List() {
+		for _, a := range p.Argv {
 			if strings.Contains(a, s) {
 				out = append(out, p)
 				break
@@ -183,16 +143,16 @@ func mentioning(s string) []proc {
 
 // runtimeSupervisor finds the HC's Runtime Supervisor child (the one
 // running the attached runsc) and the runsc --root it names.
-func runtimeSupervisor(t *testing.T, hcPID int) (proc, string) {
+func runtimeSupervisor(t *testing.T, hcPID int) (testproc.Process, string) {
 	t.Helper()
-	for _, p := range processes() {
-		if p.ppid != hcPID || len(p.argv) < 4 || filepath.Base(p.argv[0]) != "lazaret-supervisor" || p.argv[1] != "run" {
+	for _, p := range testproc.List() {
+		if p.PPID != hcPID || len(p.Argv) < 4 || filepath.Base(p.Argv[0]) != "lazaret-supervisor" || p.Argv[1] != "run" {
 			continue
 		}
-		if !strings.Contains(strings.Join(p.argv, " "), "SandboxAttachedRunsc") {
+		if !strings.Contains(strings.Join(p.Argv, " "), "SandboxAttachedRunsc") {
 			continue
 		}
-		for _, a := range p.argv {
+		for _, a := range p.Argv {
 			if root, ok := strings.CutPrefix(a, "--root="); ok {
 				return p, root
 			}
@@ -200,7 +160,7 @@ func runtimeSupervisor(t *testing.T, hcPID int) (proc, string) {
 		t.Fatalf("runtime supervisor %v names no runsc --root", p)
 	}
 	t.Fatalf("no runtime supervisor child of the coordinator (pid %d)", hcPID)
-	return proc{}, ""
+	return testproc.Process{}, ""
 }
 
 func TestServeEndToEndSupervisorKilled(t *testing.T) {
@@ -231,7 +191,7 @@ func TestServeEndToEndSupervisorKilled(t *testing.T) {
 	rs, root := runtimeSupervisor(t, h.cmd.Process.Pid)
 	t.Logf("runtime supervisor %v", rs)
 	deadline := time.Now().Add(10 * time.Second)
-	var before []proc
+	var before []testproc.Process
 	for time.Now().Before(deadline) {
 		// runsc run, its gofer and the sandbox, plus the sleep's runsc exec.
 		if before = mentioning("--root=" + root); len(before) >= 4 {
@@ -246,8 +206,8 @@ func TestServeEndToEndSupervisorKilled(t *testing.T) {
 		t.Logf("before: %v", p)
 	}
 
-	if err := syscall.Kill(rs.pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 %d: %v", rs.pid, err)
+	if err := syscall.Kill(rs.PID, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 %d: %v", rs.PID, err)
 	}
 	t0 := time.Now()
 	select {

@@ -11,6 +11,7 @@ import (
 
 	"lazaret.dev/pkg/netlab"
 	"lazaret.dev/pkg/testgate"
+	"lazaret.dev/pkg/testproc"
 )
 
 // enterInternet runs the calling top-level test where the test internet
@@ -106,9 +107,9 @@ func TestServeEndToEndHelperKilled(t *testing.T) {
 	h := e.start(t, time.Minute)
 	hc := h.cmd.Process.Pid
 	helper := 0
-	for _, p := range processes() {
-		if p.ppid == hc && len(p.argv) > 0 && filepath.Base(p.argv[0]) == "slirp4netns" {
-			helper = p.pid
+	for _, p := range testproc.List() {
+		if p.PPID == hc && len(p.Argv) > 0 && filepath.Base(p.Argv[0]) == "slirp4netns" {
+			helper = p.PID
 		}
 	}
 	if helper == 0 {
@@ -135,9 +136,9 @@ func TestServeEndToEndHelperKilled(t *testing.T) {
 func sidecarPID(t *testing.T, e *env) int {
 	t.Helper()
 	want := filepath.Join(e.bin, "lazaret-netsidecar")
-	for _, p := range processes() {
-		if len(p.argv) > 0 && p.argv[0] == want {
-			return p.pid
+	for _, p := range testproc.List() {
+		if len(p.Argv) > 0 && p.Argv[0] == want {
+			return p.PID
 		}
 	}
 	t.Fatalf("no %s runs", want)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"lazaret.dev/pkg/testproc"
 )
 
 // startKilled spawns a coordinator as start does and kills it with
@@ -90,15 +92,15 @@ func TestServeEndToEndRecoveryAfterCoordinatorKilled(t *testing.T) {
 }
 
 // childNamed is the coordinator's child whose argv[0] ends in name.
-func childNamed(t *testing.T, hcPid int, name string) proc {
+func childNamed(t *testing.T, hcPid int, name string) testproc.Process {
 	t.Helper()
-	for _, p := range processes() {
-		if p.ppid == hcPid && len(p.argv) > 0 && filepath.Base(p.argv[0]) == name {
+	for _, p := range testproc.List() {
+		if p.PPID == hcPid && len(p.Argv) > 0 && filepath.Base(p.Argv[0]) == name {
 			return p
 		}
 	}
 	t.Fatalf("no child %s of the coordinator %d", name, hcPid)
-	return proc{}
+	return testproc.Process{}
 }
 
 // TestServeEndToEndRuntimeFaultsInSteadyState: a runtime process stopped
@@ -122,23 +124,23 @@ func TestServeEndToEndRuntimeFaultsInSteadyState(t *testing.T) {
 	t.Run("SIGSTOP and SIGCONT", func(t *testing.T) {
 		for _, name := range []string{"lazaret-anchor", "lazaret-gitroute", "lazaret-netsidecar", "slirp4netns",
 			"lazaret-supervisor", "runsc", "lazaret-coordinator"} {
-			var p proc
+			var p testproc.Process
 			switch name {
 			case "lazaret-coordinator":
-				p = proc{pid: seed.cmd.Process.Pid}
+				p = testproc.Process{PID: seed.cmd.Process.Pid}
 			case "lazaret-supervisor":
 				p, _ = runtimeSupervisor(t, seed.cmd.Process.Pid)
 			case "runsc":
 				rs, _ := runtimeSupervisor(t, seed.cmd.Process.Pid)
-				p = childNamed(t, rs.pid, "runsc")
+				p = childNamed(t, rs.PID, "runsc")
 			default:
 				p = childNamed(t, seed.cmd.Process.Pid, name)
 			}
-			if err := syscall.Kill(p.pid, syscall.SIGSTOP); err != nil {
+			if err := syscall.Kill(p.PID, syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(2 * time.Second)
-			if err := syscall.Kill(p.pid, syscall.SIGCONT); err != nil {
+			if err := syscall.Kill(p.PID, syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
 			out, errs, x := execute(t, c, session(), "cat", "/home/agent/kept")
@@ -162,9 +164,9 @@ func TestServeEndToEndRuntimeFaultsInSteadyState(t *testing.T) {
 			var pid int
 			if victim == "runsc" {
 				rs, _ := runtimeSupervisor(t, h.cmd.Process.Pid)
-				pid = childNamed(t, rs.pid, "runsc").pid
+				pid = childNamed(t, rs.PID, "runsc").PID
 			} else {
-				pid = childNamed(t, h.cmd.Process.Pid, victim).pid
+				pid = childNamed(t, h.cmd.Process.Pid, victim).PID
 			}
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 				t.Fatal(err)

@@ -23,15 +23,7 @@ func (e *env) gitWorkspace(t *testing.T) {
 		".env":        "SECRET=host-only\n",
 		"build/out.o": "host-build\n",
 	}
-	for name, content := range files {
-		p := filepath.Join(e.workspace, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.writeHostFiles(t, files)
 	for _, argv := range [][]string{
 		{"add", ".gitignore", "tracked"},
 		{"-c", "user.email=e2e@lazaret.invalid", "-c", "user.name=e2e", "commit", "-q", "-m", "init"},

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,43 +15,20 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/gitroute"
+	"lazaret.dev/pkg/testbin"
 	"lazaret.dev/pkg/testgate"
 )
 
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gitroute-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "lazaret-gitroute")
-	build := exec.Command("go", "build", "-o", binary, "lazaret.dev/lazaret-gitroute")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building lazaret-gitroute:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testbin.Main(m, &binary, "lazaret.dev/lazaret-gitroute"))
 }
 
-// requireFUSE gates on a usable /dev/fuse and fusermount3 (or root).
+// requireFUSE gates on a usable FUSE and on git, which every test runs.
 func requireFUSE(t testing.TB) {
 	t.Helper()
-	testgate.Require(t, "FUSE", func() error {
-		fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("opening /dev/fuse: %w", err)
-		}
-		unix.Close(fd)
-		if _, err := exec.LookPath("fusermount3"); err != nil && os.Geteuid() != 0 {
-			return fmt.Errorf("fusermount3 not installed (apt-get install fuse3): %w", err)
-		}
-		return nil
-	})
+	testgate.FUSE(t)
 	testgate.Command(t, "git")
 }
 

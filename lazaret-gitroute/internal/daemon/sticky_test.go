@@ -14,6 +14,7 @@ import (
 	"lazaret.dev/lazaret-gitroute/internal/view"
 	"lazaret.dev/pkg/isolation"
 	"lazaret.dev/pkg/testgate"
+	"lazaret.dev/pkg/testtree"
 )
 
 // TestStickyClassification runs the classification of a real repository
@@ -30,7 +31,7 @@ func TestStickyClassification(t *testing.T) {
 		}
 	}
 	run("init", "-q")
-	for p, s := range map[string]string{
+	testtree.Write(t, host, map[string]string{
 		".gitignore":       "build/\n*.log\n",
 		".env":             "SECRET\n",
 		"tracked":          "x\n",
@@ -40,15 +41,7 @@ func TestStickyClassification(t *testing.T) {
 		"nl\nname":         "x\n",
 		"secrets/key":      "x\n",
 		"secrets/sub/more": "x\n",
-	} {
-		full := filepath.Join(host, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	// .env is tracked now (the sandbox's `git add -f` of an earlier
 	// generation), secrets/ was never ignored: only the keep file
 	// isolates them.

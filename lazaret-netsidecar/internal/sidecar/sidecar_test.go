@@ -49,18 +49,6 @@ var (
 	p = netip.MustParsePrefix
 )
 
-func labPolicy(t testing.TB) *netpolicy.DerivedNetworkPolicy {
-	t.Helper()
-	pol, err := netpolicy.Derive(
-		[]netip.Prefix{p("198.51.100.0/24"), p("203.0.113.0/24"), p("10.1.2.3/32"), p("192.0.2.0/24")},
-		append([]netip.Prefix{p("203.0.113.128/25")}, netpolicy.RFC1918...),
-		[]netip.Addr{a("192.0.2.53")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pol
-}
-
 var targets = netpolicy.Targets{
 	Denied: []netpolicy.Destination{
 		{Address: a("10.9.9.9"), Port: 80}, {Address: a("169.254.169.254"), Port: 80},
@@ -242,7 +230,7 @@ func TestSidecarVethUpstream(t *testing.T) {
 	for _, ownUser := range []bool{false, true} {
 		t.Run(fmt.Sprintf("own_user_namespace=%v", ownUser), func(t *testing.T) {
 			internet := inet(t)
-			start, enc := newStart(t, labPolicy(t), "up0", []netip.Addr{a("198.18.0.1")})
+			start, enc := newStart(t, netlab.Policy(t), "up0", []netip.Addr{a("198.18.0.1")})
 			r := launch(t, ownUser, enc, true, start)
 			inst, sbx := installed(t, r)
 			if inst.PolicyDigest != start.PolicyDigest || len(inst.ObservedRoutes) != 2 {
@@ -291,7 +279,7 @@ func TestSidecarRefuses(t *testing.T) {
 	if !netlab.Enter(t) {
 		return
 	}
-	pol := labPolicy(t)
+	pol := netlab.Policy(t)
 	tests := []struct {
 		name   string
 		sealed bool
@@ -322,7 +310,7 @@ func TestSidecarReadinessFailureNamesTarget(t *testing.T) {
 		return
 	}
 	internet := inet(t)
-	start, enc := newStart(t, labPolicy(t), "up0", nil)
+	start, enc := newStart(t, netlab.Policy(t), "up0", nil)
 	// 203.0.113.10 is permitted by policy but no host answers there.
 	start.Targets.Permitted = append(start.Targets.Permitted, netpolicy.Destination{Address: a("203.0.113.10"), Port: 80})
 	r := launch(t, false, enc, true, start)
@@ -367,7 +355,7 @@ func TestSidecarSlirp(t *testing.T) {
 	for _, ownUser := range []bool{false, true} {
 		t.Run(fmt.Sprintf("own_user_namespace=%v", ownUser), func(t *testing.T) {
 			hostAddrs := []netip.Addr{a("198.18.5.1"), a("10.0.2.2"), a("10.0.2.3")}
-			start, enc := newStart(t, labPolicy(t), netpath.SlirpTap, hostAddrs)
+			start, enc := newStart(t, netlab.Policy(t), netpath.SlirpTap, hostAddrs)
 			r := launch(t, ownUser, enc, true, start)
 			inst, sbx := installed(t, r)
 

@@ -17,6 +17,7 @@ import (
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/supervise"
+	"lazaret.dev/pkg/testbin"
 	"lazaret.dev/pkg/testgate"
 )
 
@@ -24,22 +25,7 @@ import (
 var supervisorPath string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "lazaret-supervisor-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	supervisorPath = filepath.Join(dir, "lazaret-supervisor")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", supervisorPath, "lazaret.dev/lazaret-supervisor")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "building lazaret-supervisor: %v\n", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testbin.Main(m, &supervisorPath, "lazaret.dev/lazaret-supervisor", "-trimpath", "-ldflags=-s -w"))
 }
 
 // requirePidfs skips (or, with LAZARET_TEST_ROOT=1, fails) where pidfds

@@ -26,6 +26,7 @@ import (
 	"lazaret.dev/pkg/image/store"
 	"lazaret.dev/pkg/image/unpack"
 	pstore "lazaret.dev/pkg/store"
+	"lazaret.dev/pkg/testtree"
 )
 
 func selfMap() idmap.Map { return idmap.Single(uint32(os.Getuid()), uint32(os.Getgid())) }
@@ -46,15 +47,7 @@ func setup(t *testing.T) (*Preparer, *store.Store) {
 func putTree(t *testing.T, s *store.Store, ref string, files map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testtree.Write(t, dir, files)
 	l, err := build.Layer(dir, build.Options{Time: time.Unix(1, 0)})
 	if err != nil {
 		t.Fatal(err)

@@ -11,16 +11,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/netlab"
 	"lazaret.dev/pkg/netpath"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "testinternet:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdmain.Main("testinternet", run) }
 
 func run() error {
 	host, err := netpath.CurrentNetNS()

@@ -1,0 +1,45 @@
+// Package testbin builds a command of the workspace for the tests that run
+// it as a process of its own.
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"testing"
+)
+
+// Main builds the command at import path pkg into a new temporary
+// directory (go build with the extra flags), sets *bin to the binary's
+// path, runs the tests of m and returns their exit code, having removed
+// the directory. A failed build is reported on stderr and returns 1
+// without running any test. It is meant for TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(testbin.Main(m, &binary, "lazaret.dev/lazaret-gitroute")) }
+func Main(m *testing.M, bin *string, pkg string, flags ...string) int {
+	dir, err := os.MkdirTemp("", path.Base(pkg)+"-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = Build(dir, pkg, flags...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// Build builds the command at import path pkg with go build and the extra
+// flags into dir, named as the last element of pkg, and returns the
+// binary's path. The error carries go build's output.
+func Build(dir, pkg string, flags ...string) (string, error) {
+	bin := filepath.Join(dir, path.Base(pkg))
+	args := append(append([]string{"build"}, flags...), "-o", bin, pkg)
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s: %w\n%s", path.Base(pkg), err, out)
+	}
+	return bin, nil
+}
