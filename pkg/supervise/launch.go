@@ -18,6 +18,7 @@ import (
 
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/sys"
 )
 
 // Errors of Launch and Handle; test with errors.Is.
@@ -523,11 +524,7 @@ func (h *Handle) closeFds() {
 }
 
 func killPidfd(fd int) {
-	for {
-		if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != unix.EINTR {
-			return
-		}
-	}
+	sys.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 }
 
 // waitPidfd waits until the process behind fd has exited, for at most d.
@@ -539,10 +536,7 @@ func waitPidfd(fd int, d time.Duration) bool {
 			return false
 		}
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(pfd, int(left/time.Millisecond)+1)
-		if err == unix.EINTR {
-			continue
-		}
+		n, err := sys.Poll(pfd, int(left/time.Millisecond)+1)
 		if err != nil {
 			return false
 		}
