@@ -19,6 +19,7 @@ import (
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/image/prepare"
 	"lazaret.dev/pkg/store"
+	"lazaret.dev/pkg/sys"
 )
 
 // recoverKillWait bounds the wait for a killed recorded process to exit.
@@ -317,8 +318,8 @@ func (g *generation) killRecorded(what string, o hostid.PersistedHostProcessOwne
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	deadline := time.Now().Add(recoverKillWait)
 	for {
-		n, err := unix.Poll(fds, 200)
-		if err != nil && !errors.Is(err, unix.EINTR) {
+		n, err := sys.Poll(fds, 200)
+		if err != nil {
 			return "", fmt.Errorf("waiting for the recorded %s (pid %d): %w", what, o.Identity.HostPID, err)
 		}
 		if n > 0 {

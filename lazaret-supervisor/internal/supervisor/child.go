@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/supervise"
+	"lazaret.dev/pkg/sys"
 )
 
 // selfExe re-executes this very binary (even if its path was replaced on
@@ -105,10 +106,7 @@ func (r *reaper) reap() {
 	defer r.mu.Unlock()
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-		if err == unix.EINTR {
-			continue
-		}
+		pid, err := sys.Wait4(-1, &ws, unix.WNOHANG, nil)
 		if err != nil || pid <= 0 {
 			return
 		}
@@ -267,10 +265,7 @@ func launchChild(l *launcher, r *reaper, argv []string) (*child, error) {
 func watchPidfd(pidfd int, r *reaper) {
 	pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 	for {
-		n, err := unix.Poll(pfd, -1)
-		if err == unix.EINTR {
-			continue
-		}
+		n, err := sys.Poll(pfd, -1)
 		if err != nil || n > 0 {
 			r.poke()
 			return
@@ -300,14 +295,9 @@ func (c *child) abandon() {
 // signal sends sig through the pidfd. A process that is already gone
 // (ESRCH) is not an error: its exit is reported by the reaper.
 func (c *child) signal(sig unix.Signal) error {
-	for {
-		err := unix.PidfdSendSignal(c.pidfd, sig, nil, 0)
-		switch err {
-		case nil, unix.ESRCH:
-			return nil
-		case unix.EINTR:
-			continue
-		}
-		return os.NewSyscallError("pidfd_send_signal", err)
+	err := sys.PidfdSendSignal(c.pidfd, sig, nil, 0)
+	if err == nil || errors.Is(err, unix.ESRCH) {
+		return nil
 	}
+	return err
 }
