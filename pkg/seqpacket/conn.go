@@ -3,7 +3,9 @@ package seqpacket
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -14,7 +16,8 @@ import (
 // deadlines interrupt a blocked Send or Recv. Sends are safe from several
 // goroutines; receives must come from one goroutine at a time.
 type Conn struct {
-	f *os.File
+	f      *os.File
+	closed atomic.Bool
 }
 
 // New checks that f is an AF_UNIX SOCK_SEQPACKET socket and wraps a
@@ -66,7 +69,8 @@ func Pair(name string) (*Conn, *os.File, error) {
 }
 
 // Send sends b as one message with fds passed as SCM_RIGHTS, waiting
-// while the socket's buffer is full.
+// while the socket's buffer is full. After Close, Send and Recv return
+// an error matching net.ErrClosed, as a net.Conn does.
 func (c *Conn) Send(b []byte, fds ...int) error {
 	raw, err := c.f.SyscallConn()
 	if err != nil {
@@ -77,7 +81,7 @@ func (c *Conn) Send(b []byte, fds ...int) error {
 		serr = Send(int(fd), b, fds...)
 		return !errors.Is(serr, unix.EAGAIN)
 	}); err != nil {
-		return err
+		return c.pollError(err)
 	}
 	return serr
 }
@@ -97,7 +101,7 @@ func (c *Conn) Recv(buf []byte, maxFds int) (int, []int, error) {
 		n, fds, rerr = Recv(int(fd), buf, maxFds)
 		return !errors.Is(rerr, unix.EAGAIN)
 	}); err != nil {
-		return 0, nil, err
+		return 0, nil, c.pollError(err)
 	}
 	return n, fds, rerr
 }
@@ -114,4 +118,17 @@ func (c *Conn) SetReadDeadline(t time.Time) error { return c.f.SetReadDeadline(t
 func (c *Conn) SyscallConn() (syscall.RawConn, error) { return c.f.SyscallConn() }
 
 // Close closes this end; the peer reads io.EOF.
-func (c *Conn) Close() error { return c.f.Close() }
+func (c *Conn) Close() error {
+	c.closed.Store(true)
+	return c.f.Close()
+}
+
+// pollError reports a wait the poller ended: a deadline as it is, and a
+// close as net.ErrClosed (the file layer's own error for it is not
+// exported).
+func (c *Conn) pollError(err error) error {
+	if c.closed.Load() && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return net.ErrClosed
+	}
+	return err
+}

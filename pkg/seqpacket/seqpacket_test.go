@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -133,6 +134,20 @@ func TestConnRoundTrip(t *testing.T) {
 	buf := make([]byte, 8)
 	if n, _, err := b.Recv(buf, 0); err != nil || string(buf[:n]) != "ping" {
 		t.Fatalf("Recv = %q, %v", buf[:n], err)
+	}
+}
+
+func TestRecvAfterClose(t *testing.T) {
+	c, _ := pair(t)
+	done := make(chan error, 1)
+	go func() { _, _, err := c.Recv(make([]byte, 8), 0); done <- err }()
+	time.Sleep(20 * time.Millisecond)
+	c.Close()
+	if err := <-done; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("blocked Recv after Close = %v, want net.ErrClosed", err)
+	}
+	if err := c.Send([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Send after Close = %v, want net.ErrClosed", err)
 	}
 }
 
