@@ -15,7 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/seqpacket"
 	"lazaret.dev/pkg/spawn"
+	"lazaret.dev/pkg/sys"
 )
 
 // Errors of the client; test with errors.Is.
@@ -62,12 +64,10 @@ func Start(ctx context.Context, spec Spec) (*Anchor, error) {
 	if nsenter == "" {
 		nsenter = NsenterPath
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	conn, child, err := seqpacket.Socketpair("anchor-control")
 	if err != nil {
-		return nil, fmt.Errorf("creating control socketpair: %w", os.NewSyscallError("socketpair", err))
+		return nil, fmt.Errorf("creating control socketpair: %w", err)
 	}
-	conn := os.NewFile(uintptr(fds[0]), "anchor-control")
-	child := os.NewFile(uintptr(fds[1]), "anchor-control-child")
 	defer child.Close()
 
 	args := spec.Args
@@ -200,14 +200,8 @@ func (a *Anchor) send(m Message) error {
 	if err != nil {
 		return err
 	}
-	for {
-		_, err = unix.Write(int(a.conn.Fd()), b)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("sending %v to the state anchor: %w", m.Kind(), os.NewSyscallError("write", err))
+	if err := seqpacket.Send(int(a.conn.Fd()), b); err != nil {
+		return fmt.Errorf("sending %v to the state anchor: %w", m.Kind(), err)
 	}
 	return nil
 }
@@ -215,7 +209,7 @@ func (a *Anchor) send(m Message) error {
 // receive reads one message, giving up when ctx ends or the anchor exits.
 // A Failure from the anchor is returned as the error.
 func (a *Anchor) receive(ctx context.Context) (Message, error) {
-	buf := make([]byte, MaxMessageSize+1)
+	buf := make([]byte, MaxMessageSize)
 	fd := int(a.conn.Fd())
 	for {
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(a.proc.Fd()), Events: unix.POLLIN}}
@@ -223,29 +217,25 @@ func (a *Anchor) receive(ctx context.Context) (Message, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		n, err := unix.Poll(pfd, timeout)
-		if err == unix.EINTR || n == 0 {
-			continue
-		}
+		n, err := sys.Poll(pfd, timeout)
 		if err != nil {
-			return nil, os.NewSyscallError("poll", err)
+			return nil, err
+		}
+		if n == 0 {
+			continue
 		}
 		if pfd[0].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) == 0 {
 			// The anchor exited with nothing queued.
 			return nil, a.exitError()
 		}
-		n, _, flags, _, err := unix.Recvmsg(fd, buf, nil, unix.MSG_DONTWAIT)
-		if err == unix.EAGAIN || err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, os.NewSyscallError("recvmsg", err)
-		}
-		if n == 0 {
+		n, _, err = seqpacket.Recv(fd, buf, 0)
+		switch {
+		case err == io.EOF:
 			return nil, a.exitError()
-		}
-		if flags&unix.MSG_TRUNC != 0 || n > MaxMessageSize {
-			return nil, fmt.Errorf("datagram longer than %d bytes: %w", MaxMessageSize, ErrProtocol)
+		case errors.Is(err, seqpacket.ErrTruncated), errors.Is(err, seqpacket.ErrControlTruncated):
+			return nil, fmt.Errorf("%w: %w", ErrProtocol, err)
+		case err != nil:
+			return nil, err
 		}
 		m, err := Decode(buf[:n])
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/image/idmap"
+	"lazaret.dev/pkg/sys"
 )
 
 // NsenterPath is util-linux's nsenter, used to start commands inside an
@@ -136,16 +137,7 @@ func openDir(path string) (int, error) {
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	}
-	for {
-		fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return -1, &os.PathError{Op: "openat2", Path: path, Err: err}
-		}
-		return fd, nil
-	}
+	return sys.Openat2(unix.AT_FDCWD, path, &how)
 }
 
 // inspectDir opens a directory, creating it with mode 0700 first when

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/sys"
 )
 
 // Lock layout: the Writer's lifetime lock on one byte at slotOffset, and
@@ -43,23 +45,20 @@ func checkFile(path string, st *unix.Stat_t, euid int, owner bool) error {
 // ownership of the descriptor it returns.
 func openFile(path string, flags int, perm uint32, owner bool) (int, unix.Stat_t, error) {
 	var st unix.Stat_t
-	fd, err := unix.Open(path, flags|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, perm)
-	for err == unix.EINTR {
-		fd, err = unix.Open(path, flags|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, perm)
-	}
+	fd, err := sys.Open(path, flags|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, perm)
 	switch {
-	case err == unix.ELOOP:
+	case errors.Is(err, unix.ELOOP):
 		return -1, st, fmt.Errorf("%w: %q is a symbolic link", ErrUnsafeFile, path)
-	case err == unix.EISDIR:
+	case errors.Is(err, unix.EISDIR):
 		return -1, st, fmt.Errorf("%w: %q is a directory", ErrUnsafeFile, path)
-	case err == unix.ENXIO:
+	case errors.Is(err, unix.ENXIO):
 		return -1, st, fmt.Errorf("%w: %q is a FIFO or device", ErrUnsafeFile, path)
 	case err != nil:
-		return -1, st, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, st, err
 	}
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := sys.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return -1, st, &os.PathError{Op: "fstat", Path: path, Err: err}
+		return -1, st, fmt.Errorf("%q: %w", path, err)
 	}
 	if err := checkFile(path, &st, os.Geteuid(), owner); err != nil {
 		unix.Close(fd)
@@ -75,13 +74,11 @@ func lock(fd int, typ int16, start, n int64, wait time.Duration) error {
 	fl := unix.Flock_t{Type: typ, Whence: io.SeekStart, Start: start, Len: n}
 	deadline := time.Now().Add(wait)
 	for delay := time.Millisecond; ; {
-		err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &fl)
+		err := sys.FcntlFlock(fd, unix.F_OFD_SETLK, &fl)
 		switch {
 		case err == nil:
 			return nil
-		case err == unix.EINTR:
-			continue
-		case err != unix.EAGAIN && err != unix.EACCES:
+		case !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES):
 			return err
 		case !time.Now().Before(deadline):
 			return err
@@ -98,12 +95,10 @@ func readAll(fd int, path string, size int64) ([]byte, error) {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := unix.Pread(fd, buf[len(buf):cap(buf)], int64(len(buf)))
+		n, err := sys.Pread(fd, buf[len(buf):cap(buf)], int64(len(buf)))
 		switch {
-		case err == unix.EINTR:
-			continue
 		case err != nil:
-			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+			return nil, fmt.Errorf("%q: %w", path, err)
 		case n == 0:
 			return buf, nil
 		}

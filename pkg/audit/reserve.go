@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // Reserve is how many bytes past the end of the log the Writer keeps
@@ -59,17 +61,14 @@ func (w *Writer) allocate() error {
 	if err := unix.Fstat(w.fd, &st); err != nil {
 		return fmt.Errorf("audit log %q: %w", w.path, &os.PathError{Op: "fstat", Path: w.path, Err: err})
 	}
-	err := unix.Fallocate(w.fd, unix.FALLOC_FL_KEEP_SIZE, st.Size, Reserve)
-	for err == unix.EINTR {
-		err = unix.Fallocate(w.fd, unix.FALLOC_FL_KEEP_SIZE, st.Size, Reserve)
-	}
-	switch err {
-	case nil, unix.EOPNOTSUPP:
+	err := sys.Fallocate(w.fd, unix.FALLOC_FL_KEEP_SIZE, st.Size, Reserve)
+	switch {
+	case err == nil, errors.Is(err, unix.EOPNOTSUPP):
 		return nil
-	case unix.ENOSPC, unix.EDQUOT:
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 		return fmt.Errorf("audit log %q: %w: allocating %d bytes past its end: %w", w.path, ErrNoSpace, Reserve, err)
 	default:
-		return fmt.Errorf("audit log %q: allocating its reserve: %w", w.path, &os.PathError{Op: "fallocate", Path: w.path, Err: err})
+		return fmt.Errorf("audit log %q: allocating its reserve: %w", w.path, err)
 	}
 }
 

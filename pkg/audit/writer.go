@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/sys"
 )
 
 // Writer appends records to one audit log file. It is safe for concurrent
@@ -47,10 +49,10 @@ func Open(path string) (*Writer, error) {
 
 func (w *Writer) open(st *unix.Stat_t) error {
 	if err := lock(w.fd, unix.F_WRLCK, slotOffset, 1, 0); err != nil {
-		if err == unix.EAGAIN || err == unix.EACCES {
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
 			return fmt.Errorf("%w: %q", ErrInUse, w.path)
 		}
-		return &os.PathError{Op: "lock", Path: w.path, Err: err}
+		return fmt.Errorf("locking %q: %w", w.path, err)
 	}
 	// Read the chain through a second description of the same file: the
 	// write descriptor is O_WRONLY.
@@ -121,13 +123,10 @@ func (w *Writer) Append(r Record) error {
 		return fmt.Errorf("%w: write lock on %q not obtained within %v: %w", ErrLocked, w.path, lockWait, err)
 	}
 	defer lock(w.fd, unix.F_UNLCK, 0, slotOffset, 0)
-	n, err := unix.Write(w.fd, b)
-	for err == unix.EINTR {
-		n, err = unix.Write(w.fd, b)
-	}
+	n, err := sys.Write(w.fd, b)
 	switch {
 	case err != nil:
-		w.failed = &os.PathError{Op: "write", Path: w.path, Err: err}
+		w.failed = err
 	case n != len(b):
 		w.failed = fmt.Errorf("write %s: short write of %d of %d bytes", w.path, n, len(b))
 	default:

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // noCopy makes `go vet` (copylocks) report copies of the structs that
@@ -49,35 +51,17 @@ const (
 	statxMask       = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_NLINK | unix.STATX_UID | unix.STATX_INO | unix.STATX_MNT_ID
 )
 
-// openat2 retries on EINTR and EAGAIN (which openat2 returns when a
-// concurrent rename races a RESOLVE_* walk) and wraps the error with path.
+// openat2 opens path with O_CLOEXEC added; the error is an
+// *os.PathError naming path.
 func openat2(dirfd int, path string, flags uint64, resolve uint64) (int, error) {
-	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: resolve}
-	for range 16 {
-		fd, err := unix.Openat2(dirfd, path, &how)
-		if err == unix.EINTR || err == unix.EAGAIN {
-			continue
-		}
-		if err != nil {
-			return -1, &os.PathError{Op: "openat2", Path: path, Err: err}
-		}
-		return fd, nil
-	}
-	return -1, &os.PathError{Op: "openat2", Path: path, Err: unix.EAGAIN}
+	return sys.Openat2(dirfd, path, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: resolve})
 }
 
 // statFd returns the statx data of fd itself, including its mount ID.
 func statFd(fd int) (unix.Statx_t, error) {
 	var st unix.Statx_t
-	for {
-		err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, statxMask, &st)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return st, &os.PathError{Op: "statx", Path: fmt.Sprintf("fd %d", fd), Err: err}
-		}
-		break
+	if err := sys.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, statxMask, &st); err != nil {
+		return st, err
 	}
 	if st.Mask&unix.STATX_MNT_ID == 0 {
 		return st, ErrNoMountID
@@ -320,13 +304,7 @@ func CheckExecutable(canonical string, uid int) error {
 	case st.Mode&0o022 != 0:
 		return fmt.Errorf("executable %q has mode %04o: %w", canonical, st.Mode&0o7777, ErrWritable)
 	}
-	for {
-		err = unix.Faccessat2(fd, "", unix.X_OK, unix.AT_EMPTY_PATH|unix.AT_EACCESS)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
+	if err := sys.Faccessat2(fd, "", unix.X_OK, unix.AT_EMPTY_PATH|unix.AT_EACCESS); err != nil {
 		return fmt.Errorf("executable %q: %w: %w", canonical, ErrNotExecuting, err)
 	}
 	return nil

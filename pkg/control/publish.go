@@ -16,6 +16,7 @@ import (
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/postcard"
 	"lazaret.dev/pkg/protocol"
+	"lazaret.dev/pkg/sys"
 )
 
 // Names under the runtime root. A Domain's published files live in
@@ -101,16 +102,14 @@ func DecodeIdentityFile(b []byte) (protocol.ProtocolPublicationIdentity, protoco
 // symbolic link as its last component and magic links anywhere.
 func openDir(path string) (int, error) {
 	flags := uint64(unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC)
-	fd, err := retryFd(func() (int, error) {
-		return unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_NO_MAGICLINKS})
-	})
-	if err == unix.ENOSYS {
+	fd, err := sys.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_NO_MAGICLINKS})
+	if errors.Is(err, unix.ENOSYS) {
 		// openat2 arrived in Linux 5.6; older kernels get the same flags
 		// without the magic-link refusal.
-		fd, err = retryFd(func() (int, error) { return unix.Open(path, int(flags), 0) })
+		fd, err = sys.Open(path, int(flags), 0)
 	}
 	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, err
 	}
 	return fd, nil
 }
@@ -144,9 +143,7 @@ func procPath(dirfd int, name string) string {
 // identityAt returns the mount/device/inode identity of dir/name without
 // following a symbolic link, and its file type.
 func identityAt(dirfd int, name string) (hostid.MountIdentity, uint32, error) {
-	fd, err := retryFd(func() (int, error) {
-		return unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	})
+	fd, err := sys.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return hostid.MountIdentity{}, 0, err
 	}
@@ -160,11 +157,9 @@ func identityAt(dirfd int, name string) (hostid.MountIdentity, uint32, error) {
 }
 
 func syncDir(dirfd int, path string) error {
-	fd, err := retryFd(func() (int, error) {
-		return unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	})
+	fd, err := sys.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: path, Err: err}
+		return fmt.Errorf("opening %q: %w", path, err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Fsync(fd); err != nil {
@@ -248,9 +243,7 @@ func (s *Staged) stage(content []byte) error {
 // chmodAt sets the mode of dir/name, which must be of type kind, without
 // following a symbolic link.
 func chmodAt(dirfd int, name string, kind uint32, mode uint32) error {
-	fd, err := retryFd(func() (int, error) {
-		return unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	})
+	fd, err := sys.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
@@ -268,11 +261,9 @@ func chmodAt(dirfd int, name string, kind uint32, mode uint32) error {
 }
 
 func writeStaged(dirfd int, path string, content []byte) (hostid.MountIdentity, error) {
-	fd, err := retryFd(func() (int, error) {
-		return unix.Openat(dirfd, filepath.Base(path), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	})
+	fd, err := sys.Openat(dirfd, filepath.Base(path), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return hostid.MountIdentity{}, fmt.Errorf("creating staged identity file: %w", &os.PathError{Op: "open", Path: path, Err: err})
+		return hostid.MountIdentity{}, fmt.Errorf("creating staged identity file %q: %w", path, err)
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
@@ -385,11 +376,11 @@ func WithdrawFile(path string, want hostid.MountIdentity) error {
 func removeAt(dirfd int, path string, want hostid.MountIdentity) error {
 	name := filepath.Base(path)
 	got, _, err := identityAt(dirfd, name)
-	if err == unix.ENOENT {
+	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("identifying %q: %w", path, &os.PathError{Op: "open", Path: path, Err: err})
+		return fmt.Errorf("identifying %q: %w", path, err)
 	}
 	if got != want {
 		return fmt.Errorf("%w: %q is %+v, not the recorded %+v; left in place", ErrPublication, path, got, want)
@@ -415,11 +406,9 @@ func ReadIdentityFile(path string) (protocol.ProtocolPublicationIdentity, protoc
 	if err := checkPrivateDir(dirfd, filepath.Dir(path), uid); err != nil {
 		return pub, manifest, err
 	}
-	fd, err := retryFd(func() (int, error) {
-		return unix.Openat(dirfd, filepath.Base(path), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	})
+	fd, err := sys.Openat(dirfd, filepath.Base(path), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return pub, manifest, &os.PathError{Op: "open", Path: path, Err: err}
+		return pub, manifest, fmt.Errorf("opening %q: %w", path, err)
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
@@ -445,13 +434,4 @@ func ReadIdentityFile(path string) (protocol.ProtocolPublicationIdentity, protoc
 		return pub, manifest, fmt.Errorf("%w: %q grew beyond %d bytes", ErrPublication, path, MaxIdentityFileBytes)
 	}
 	return DecodeIdentityFile(b)
-}
-
-func retryFd(f func() (int, error)) (int, error) {
-	for {
-		fd, err := f()
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
 }

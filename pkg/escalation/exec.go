@@ -12,6 +12,7 @@ import (
 
 	"lazaret.dev/pkg/config"
 	"lazaret.dev/pkg/protocol"
+	"lazaret.dev/pkg/sys"
 )
 
 // execFd is the descriptor number at which the child finds the opened
@@ -33,14 +34,7 @@ func OpenExecutable(path string, uid int) (*os.File, error) {
 		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	}
-	var fd int
-	var err error
-	for {
-		fd, err = unix.Openat2(unix.AT_FDCWD, path, &how)
-		if err != unix.EINTR && err != unix.EAGAIN {
-			break
-		}
-	}
+	fd, err := sys.Openat2(unix.AT_FDCWD, path, &how)
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening %q: %w", ErrExecutable, path, err)
 	}
@@ -67,14 +61,7 @@ func checkOpened(fd int, path string, uid int) error {
 	case st.Mode&0o022 != 0:
 		return fmt.Errorf("%w: %q has mode %04o", ErrExecutable, path, st.Mode&0o7777)
 	}
-	var err error
-	for {
-		err = unix.Faccessat2(fd, "", unix.X_OK, unix.AT_EMPTY_PATH|unix.AT_EACCESS)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
+	if err := sys.Faccessat2(fd, "", unix.X_OK, unix.AT_EMPTY_PATH|unix.AT_EACCESS); err != nil {
 		return fmt.Errorf("%w: %q is not executable: %w", ErrExecutable, path, err)
 	}
 	return nil

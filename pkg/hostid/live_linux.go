@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // Filesystem magic numbers from linux/magic.h.
@@ -72,19 +74,14 @@ func ParseBootID(s string) (BootID, error) {
 // OpenPidfd opens a pidfd for pid. The kernel always sets O_CLOEXEC on it;
 // the caller owns the descriptor and closes it.
 func OpenPidfd(pid int) (int, error) {
-	for {
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			if err == unix.ESRCH {
-				return -1, fmt.Errorf("opening pidfd for pid %d: %w", pid, ErrProcessExited)
-			}
-			return -1, &os.SyscallError{Syscall: "pidfd_open", Err: err}
-		}
-		return fd, nil
+	fd, err := sys.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return -1, fmt.Errorf("opening pidfd for pid %d: %w", pid, ErrProcessExited)
 	}
+	if err != nil {
+		return -1, err
+	}
+	return fd, nil
 }
 
 // AuthorityOf returns the positive authority over the process behind pidfd:
@@ -93,8 +90,8 @@ func OpenPidfd(pid int) (int, error) {
 func AuthorityOf(pidfd int) (PidfsProcessAuthorityV1, error) {
 	var a PidfsProcessAuthorityV1
 	var sfs unix.Statfs_t
-	if err := retry(func() error { return unix.Fstatfs(pidfd, &sfs) }); err != nil {
-		return a, fmt.Errorf("checking pidfd filesystem: %w", &os.SyscallError{Syscall: "fstatfs", Err: err})
+	if err := sys.Fstatfs(pidfd, &sfs); err != nil {
+		return a, fmt.Errorf("checking pidfd filesystem: %w", err)
 	}
 	switch uint64(sfs.Type) {
 	case pidfsMagic:
@@ -104,8 +101,8 @@ func AuthorityOf(pidfd int) (PidfsProcessAuthorityV1, error) {
 		return a, fmt.Errorf("checking pidfd filesystem: magic %#x: %w", uint64(sfs.Type), ErrNoPidfs)
 	}
 	var st unix.Stat_t
-	if err := retry(func() error { return unix.Fstat(pidfd, &st) }); err != nil {
-		return a, fmt.Errorf("reading pidfs identity: %w", &os.SyscallError{Syscall: "fstat", Err: err})
+	if err := sys.Fstat(pidfd, &st); err != nil {
+		return a, fmt.Errorf("reading pidfs identity: %w", err)
 	}
 	boot, err := CurrentBootID()
 	if err != nil {
@@ -140,11 +137,11 @@ func IdentityOf(pidfd int) (PidfsProcessIdentityV1, error) {
 	if err != nil {
 		return id, err
 	}
-	if err := retry(func() error { return unix.PidfdSendSignal(pidfd, 0, nil, 0) }); err != nil {
-		if err == unix.ESRCH {
+	if err := sys.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
+		if errors.Is(err, unix.ESRCH) {
 			return id, fmt.Errorf("confirming pid %d after reading its start time: %w", pid, ErrProcessExited)
 		}
-		return id, fmt.Errorf("confirming pid %d: %w", pid, &os.SyscallError{Syscall: "pidfd_send_signal", Err: err})
+		return id, fmt.Errorf("confirming pid %d: %w", pid, err)
 	}
 	id.Authority = a
 	id.HostPID = uint32(pid)
@@ -272,9 +269,9 @@ func NamespaceOfProcess(pid int, kind string) (NamespaceIdentity, error) {
 		return NamespaceIdentity{}, fmt.Errorf("namespace kind %q: want one of cgroup, ipc, mnt, net, pid, time, user, uts", kind)
 	}
 	p := "/proc/" + strconv.Itoa(pid) + "/ns/" + kind
-	fd, err := retryFd(func() (int, error) { return unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
+	fd, err := sys.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return NamespaceIdentity{}, &os.PathError{Op: "open", Path: p, Err: err}
+		return NamespaceIdentity{}, err
 	}
 	defer unix.Close(fd)
 	n, err := NamespaceOf(fd)
@@ -287,15 +284,15 @@ func NamespaceOfProcess(pid int, kind string) (NamespaceIdentity, error) {
 // NamespaceOf returns the nsfs device and inode of a namespace descriptor.
 func NamespaceOf(fd int) (NamespaceIdentity, error) {
 	var sfs unix.Statfs_t
-	if err := retry(func() error { return unix.Fstatfs(fd, &sfs) }); err != nil {
-		return NamespaceIdentity{}, &os.SyscallError{Syscall: "fstatfs", Err: err}
+	if err := sys.Fstatfs(fd, &sfs); err != nil {
+		return NamespaceIdentity{}, err
 	}
 	if uint64(sfs.Type) != nsfsMagic {
 		return NamespaceIdentity{}, ErrNotNamespace
 	}
 	var st unix.Stat_t
-	if err := retry(func() error { return unix.Fstat(fd, &st) }); err != nil {
-		return NamespaceIdentity{}, &os.SyscallError{Syscall: "fstat", Err: err}
+	if err := sys.Fstat(fd, &st); err != nil {
+		return NamespaceIdentity{}, err
 	}
 	return NamespaceIdentity{Device: st.Dev, Inode: st.Ino}, nil
 }
@@ -312,10 +309,8 @@ func NamespaceOf(fd int) (NamespaceIdentity, error) {
 func MountOf(fd int) (MountIdentity, error) {
 	var stx unix.Statx_t
 	mask := unix.STATX_INO | unix.STATX_MNT_ID | unix.STATX_MNT_ID_UNIQUE
-	if err := retry(func() error {
-		return unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, mask, &stx)
-	}); err != nil {
-		return MountIdentity{}, &os.SyscallError{Syscall: "statx", Err: err}
+	if err := sys.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, mask, &stx); err != nil {
+		return MountIdentity{}, err
 	}
 	if stx.Mask&(unix.STATX_MNT_ID|unix.STATX_MNT_ID_UNIQUE) == 0 {
 		return MountIdentity{}, ErrNoMountID
@@ -328,21 +323,4 @@ func MountOf(fd int) (MountIdentity, error) {
 		Device:  unix.Mkdev(stx.Dev_major, stx.Dev_minor),
 		Inode:   stx.Ino,
 	}, nil
-}
-
-func retry(f func() error) error {
-	for {
-		if err := f(); err != unix.EINTR {
-			return err
-		}
-	}
-}
-
-func retryFd(f func() (int, error)) (int, error) {
-	for {
-		fd, err := f()
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // Bounds of the outbox. The guest keeps at most a few files there at a
@@ -89,9 +91,7 @@ func removeEntry(dirfd int, name string, depth int) error {
 	if depth >= maxRemoveDepth {
 		return fmt.Errorf("a directory tree deeper than %d levels", maxRemoveDepth)
 	}
-	fd, err := retry(func() (int, error) {
-		return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	})
+	fd, err := sys.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}

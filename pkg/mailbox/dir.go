@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/protocol"
+	"lazaret.dev/pkg/sys"
 )
 
 // MaxFileBytes bounds a mailbox file: the largest SignedProtocolRecord, a
@@ -70,29 +71,17 @@ func openDirFd(dirfd int, path string) (int, error) {
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	}
-	for {
-		fd, err := unix.Openat2(dirfd, path, &how)
-		switch err {
-		case nil:
-			return fd, nil
-		case unix.EINTR, unix.EAGAIN:
-			continue
-		case unix.ENOSYS, unix.EPERM:
-			for {
-				fd, err = unix.Openat(dirfd, path, int(how.Flags), 0)
-				if err != unix.EINTR {
-					break
-				}
-			}
-			if err == nil {
-				return fd, nil
-			}
-		}
-		if err == unix.ELOOP || err == unix.ENOTDIR {
-			return -1, &os.PathError{Op: "opening mailbox directory", Path: path, Err: fmt.Errorf("%w: %w", ErrNotRegular, err)}
-		}
-		return -1, &os.PathError{Op: "opening mailbox directory", Path: path, Err: err}
+	fd, err := sys.Openat2(dirfd, path, &how)
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+		fd, err = sys.Openat(dirfd, path, int(how.Flags), 0)
 	}
+	switch {
+	case err == nil:
+		return fd, nil
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		return -1, fmt.Errorf("opening mailbox directory: %w: %w", ErrNotRegular, err)
+	}
+	return -1, fmt.Errorf("opening mailbox directory: %w", err)
 }
 
 // Dir is one mailbox direction, held open by a retained directory
@@ -172,9 +161,7 @@ func (d *Dir) WriteBytes(name string, b []byte) error {
 	var r [8]byte
 	rand.Read(r[:])
 	tmp := TempPrefix + name + "." + hex.EncodeToString(r[:])
-	fd, err := retry(func() (int, error) {
-		return unix.Openat(d.fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	})
+	fd, err := sys.Openat(d.fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return fmt.Errorf("creating %q: %w", filepath.Join(d.path, tmp), err)
 	}
@@ -299,13 +286,11 @@ func (d *Dir) Remove(name string) error {
 
 func (d *Dir) readFile(name string) ([]byte, error) {
 	path := filepath.Join(d.path, name)
-	fd, err := retry(func() (int, error) {
-		return unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	})
+	fd, err := sys.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	switch {
-	case err == unix.ENOENT:
+	case errors.Is(err, unix.ENOENT):
 		return nil, fmt.Errorf("reading %q: %w", path, ErrMissing)
-	case err == unix.ELOOP:
+	case errors.Is(err, unix.ELOOP):
 		return nil, fmt.Errorf("reading %q: %w: a symbolic link", path, ErrNotRegular)
 	case err != nil:
 		return nil, fmt.Errorf("reading %q: %w", path, err)
@@ -377,9 +362,7 @@ func (d *Dir) List() ([]Name, []Rejected, error) {
 // readNames lists the directory through a fresh descriptor for ".", so
 // the retained descriptor's offset is never shared.
 func (d *Dir) readNames() ([]string, error) {
-	fd, err := retry(func() (int, error) {
-		return unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	})
+	fd, err := sys.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("listing %q: %w", d.path, err)
 	}
@@ -431,13 +414,4 @@ func (d *Dir) Drain(handle func(Entry)) error {
 	}
 	d.sweepTemps(time.Now())
 	return nil
-}
-
-func retry(open func() (int, error)) (int, error) {
-	for {
-		fd, err := open()
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
 }

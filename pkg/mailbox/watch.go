@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // pollSlice bounds one poll(2) so that a cancelled context is noticed
@@ -63,10 +65,7 @@ func (n *Notifier) Wait(ctx context.Context, max time.Duration) error {
 			continue
 		}
 		fds := []unix.PollFd{{Fd: int32(n.fd), Events: unix.POLLIN}}
-		k, err := unix.Poll(fds, int(slice.Milliseconds())+1)
-		if err == unix.EINTR {
-			continue
-		}
+		k, err := sys.Poll(fds, int(slice.Milliseconds())+1)
 		if err != nil {
 			return fmt.Errorf("waiting for mailbox events: %w", err)
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/seqpacket"
 )
 
 // MaxPolicy bounds the sealed policy: far above any real policy (a
@@ -70,41 +72,31 @@ func ReadSealedPolicy(f *os.File) ([]byte, error) {
 
 // Channel is one end of the SOCK_SEQPACKET control channel.
 type Channel struct {
-	f *os.File
+	c *seqpacket.Conn
 }
 
 // NewChannel takes ownership of f, a SOCK_SEQPACKET socket. The socket is
 // moved to a non-blocking close-on-exec duplicate so that reads honour
 // deadlines; f itself is closed.
 func NewChannel(f *os.File) (*Channel, error) {
-	defer f.Close()
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	c, err := seqpacket.New(f)
 	if err != nil {
-		return nil, fmt.Errorf("control channel %q: %w", f.Name(), os.NewSyscallError("fcntl", err))
+		return nil, fmt.Errorf("control channel: %w", err)
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("control channel %q: %w", f.Name(), os.NewSyscallError("fcntl", err))
-	}
-	return &Channel{f: os.NewFile(uintptr(fd), f.Name())}, nil
+	return &Channel{c: c}, nil
 }
 
 // ChannelPair returns two connected channel ends.
 func ChannelPair() (*Channel, *os.File, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	c, peer, err := seqpacket.Pair("netsidecar-control")
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating control channel: %w", os.NewSyscallError("socketpair", err))
+		return nil, nil, fmt.Errorf("creating control channel: %w", err)
 	}
-	c, err := NewChannel(os.NewFile(uintptr(fds[0]), "netsidecar-control"))
-	if err != nil {
-		unix.Close(fds[1])
-		return nil, nil, err
-	}
-	return c, os.NewFile(uintptr(fds[1]), "netsidecar-control"), nil
+	return &Channel{c: c}, peer, nil
 }
 
 // Close closes the channel; the peer reads end of file.
-func (c *Channel) Close() error { return c.f.Close() }
+func (c *Channel) Close() error { return c.c.Close() }
 
 // Send writes one message as one packet.
 func (c *Channel) Send(m Message) error {
@@ -112,19 +104,8 @@ func (c *Channel) Send(m Message) error {
 	if err != nil {
 		return err
 	}
-	sc, err := c.f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := sc.Write(func(fd uintptr) bool {
-		serr = unix.Send(int(fd), b, unix.MSG_NOSIGNAL)
-		return serr != unix.EAGAIN
-	}); err != nil {
+	if err := c.c.Send(b); err != nil {
 		return fmt.Errorf("sending control message: %w", err)
-	}
-	if serr != nil {
-		return fmt.Errorf("sending control message: %w", os.NewSyscallError("send", serr))
 	}
 	return nil
 }
@@ -133,41 +114,27 @@ func (c *Channel) Send(m Message) error {
 // gives io.EOF; a truncated packet is ErrTooLarge.
 func (c *Channel) Receive(ctx context.Context) (Message, error) {
 	if d, ok := ctx.Deadline(); ok {
-		c.f.SetReadDeadline(d)
+		c.c.SetReadDeadline(d)
 	} else {
-		c.f.SetReadDeadline(time.Time{})
+		c.c.SetReadDeadline(time.Time{})
 	}
-	stop := context.AfterFunc(ctx, func() { c.f.SetReadDeadline(time.Now()) })
+	stop := context.AfterFunc(ctx, func() { c.c.SetReadDeadline(time.Now()) })
 	defer stop()
-	sc, err := c.f.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	buf := make([]byte, MaxMessage+1)
-	var n, flags int
-	var rerr error
-	if err := sc.Read(func(fd uintptr) bool {
-		n, _, flags, _, rerr = unix.Recvmsg(int(fd), buf, nil, unix.MSG_CMSG_CLOEXEC)
-		return rerr != unix.EAGAIN
-	}); err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("receiving control message: %w", ctx.Err())
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// The read deadline is only ever ctx's deadline, and it can
-			// fire a moment before ctx's own timer does.
-			return nil, fmt.Errorf("receiving control message: %w", context.DeadlineExceeded)
-		}
-		return nil, fmt.Errorf("receiving control message: %w", err)
-	}
-	if rerr != nil {
-		return nil, fmt.Errorf("receiving control message: %w", os.NewSyscallError("recvmsg", rerr))
-	}
-	if n == 0 {
+	buf := make([]byte, MaxMessage)
+	n, _, err := c.c.Recv(buf, 0)
+	switch {
+	case err == io.EOF:
 		return nil, io.EOF
-	}
-	if flags&unix.MSG_TRUNC != 0 || n > MaxMessage {
-		return nil, fmt.Errorf("receiving control message: %w", ErrTooLarge)
+	case errors.Is(err, seqpacket.ErrTruncated):
+		return nil, fmt.Errorf("receiving control message: %w: %w", ErrTooLarge, err)
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("receiving control message: %w", ctx.Err())
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The read deadline is only ever ctx's deadline, and it can
+		// fire a moment before ctx's own timer does.
+		return nil, fmt.Errorf("receiving control message: %w", context.DeadlineExceeded)
+	case err != nil:
+		return nil, fmt.Errorf("receiving control message: %w", err)
 	}
 	return Decode(buf[:n])
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/sys"
 )
 
 // Errors of Start and Process; test with errors.Is.
@@ -114,18 +115,11 @@ func (p *Process) Signal(sig unix.Signal) error {
 	if p.fd < 0 {
 		return ErrClosed
 	}
-	for {
-		err := unix.PidfdSendSignal(p.fd, sig, nil, 0)
-		switch err {
-		case nil:
-			return nil
-		case unix.EINTR:
-			continue
-		case unix.ESRCH:
-			return fmt.Errorf("signalling pid %d: %w", p.cmd.Process.Pid, hostid.ErrProcessExited)
-		}
-		return os.NewSyscallError("pidfd_send_signal", err)
+	err := sys.PidfdSendSignal(p.fd, sig, nil, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("signalling pid %d: %w", p.cmd.Process.Pid, hostid.ErrProcessExited)
 	}
+	return err
 }
 
 // Kill sends SIGKILL through the pidfd. Killing a child that has already
@@ -145,14 +139,9 @@ func (p *Process) Exited() bool {
 	if p.fd < 0 {
 		return true
 	}
-	for {
-		pfd := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(pfd, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && n > 0
-	}
+	pfd := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	n, err := sys.Poll(pfd, 0)
+	return err == nil && n > 0
 }
 
 // Wait reaps the child, once: it blocks until the child has exited and

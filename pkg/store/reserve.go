@@ -1,9 +1,12 @@
 package store
 
 import (
+	"errors"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // Reserve is how many bytes past the end of a writable store file DB
@@ -31,10 +34,7 @@ type reserve struct {
 // system without fallocate, or one already full, leaves the store usable
 // without it: the error is kept for Reserved.
 func openReserve(path string) *reserve {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	for err == unix.EINTR {
-		fd, err = unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	}
+	fd, err := sys.Open(path, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return &reserve{fd: -1, err: err}
 	}
@@ -59,11 +59,8 @@ func (r *reserve) renew() {
 	if st.Size == r.size && r.err == nil {
 		return
 	}
-	err := unix.Fallocate(r.fd, unix.FALLOC_FL_KEEP_SIZE, 0, st.Size+Reserve)
-	for err == unix.EINTR {
-		err = unix.Fallocate(r.fd, unix.FALLOC_FL_KEEP_SIZE, 0, st.Size+Reserve)
-	}
-	if err == unix.EOPNOTSUPP {
+	err := sys.Fallocate(r.fd, unix.FALLOC_FL_KEEP_SIZE, 0, st.Size+Reserve)
+	if errors.Is(err, unix.EOPNOTSUPP) {
 		// Nothing to hold on this file system; do not try again.
 		unix.Close(r.fd)
 		r.fd = -1

@@ -19,6 +19,7 @@ import (
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/spawn"
+	"lazaret.dev/pkg/sys"
 )
 
 // Errors of Launch and Handle; test with errors.Is.
@@ -191,16 +192,11 @@ func Launch(ctx context.Context, spec LaunchSpec, hooks Hooks) (*Handle, error) 
 }
 
 func start(spec LaunchSpec, log *slog.Logger) (*Handle, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("creating the channel socketpair: %w", os.NewSyscallError("socketpair", err))
-	}
-	rsEnd := os.NewFile(uintptr(fds[1]), "supervise-channel")
-	defer rsEnd.Close()
-	conn, err := NewConn(os.NewFile(uintptr(fds[0]), "supervise-channel"))
+	conn, rsEnd, err := Pair()
 	if err != nil {
 		return nil, err
 	}
+	defer rsEnd.Close()
 	args := []string{spec.SupervisorPath, "run", "--slot", spec.Slot.String()}
 	extra := []*os.File{rsEnd}
 	if spec.Log != nil {
@@ -518,10 +514,7 @@ func waitPidfd(fd int, d time.Duration) bool {
 			return false
 		}
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(pfd, int(left/time.Millisecond)+1)
-		if err == unix.EINTR {
-			continue
-		}
+		n, err := sys.Poll(pfd, int(left/time.Millisecond)+1)
 		if err != nil {
 			return false
 		}

@@ -13,6 +13,7 @@ import (
 
 	"lazaret.dev/pkg/anchor"
 	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/sys"
 )
 
 // Steps named in Failure reports.
@@ -63,12 +64,7 @@ func openDir(path string) (int, error) {
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	}
-	for {
-		fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
+	return sys.Openat2(unix.AT_FDCWD, path, &how)
 }
 
 // openChecked opens the directory of c and confirms its device and inode.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"lazaret.dev/pkg/anchor"
 	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/seqpacket"
 )
 
 // Options configure Run.
@@ -170,12 +172,8 @@ func identities(mount hostid.MountIdentity) (anchor.Ready, error) {
 type channel struct{ fd int }
 
 func newChannel(fd int) (*channel, error) {
-	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
-	if err != nil {
-		return nil, fmt.Errorf("control descriptor %d: %w (lazaret-anchor is started by the Host Coordinator with its control socket as descriptor %d)", fd, os.NewSyscallError("getsockopt", err), anchor.ControlFD)
-	}
-	if typ != unix.SOCK_SEQPACKET {
-		return nil, fmt.Errorf("control descriptor %d is a socket of type %d: want SOCK_SEQPACKET", fd, typ)
+	if err := seqpacket.Check(fd); err != nil {
+		return nil, fmt.Errorf("control channel: %w (lazaret-anchor is started by the Host Coordinator with its control socket as descriptor %d)", err, anchor.ControlFD)
 	}
 	return &channel{fd: fd}, nil
 }
@@ -185,14 +183,8 @@ func (c *channel) send(m anchor.Message) error {
 	if err != nil {
 		return err
 	}
-	for {
-		_, err = unix.Write(c.fd, b)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("sending %v: %w", m.Kind(), os.NewSyscallError("write", err))
+	if err := seqpacket.Send(c.fd, b); err != nil {
+		return fmt.Errorf("sending %v: %w", m.Kind(), err)
 	}
 	return nil
 }
@@ -217,27 +209,21 @@ type received struct {
 
 // receive reads one datagram and decodes it.
 func (c *channel) receive() (anchor.Message, error) {
-	buf := make([]byte, anchor.MaxMessageSize+1)
-	for {
-		n, _, flags, _, err := unix.Recvmsg(c.fd, buf, nil, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, fail(stepChannel, "", os.NewSyscallError("recvmsg", err))
-		}
-		if n == 0 {
-			return nil, errChannelClosed
-		}
-		if flags&unix.MSG_TRUNC != 0 || n > anchor.MaxMessageSize {
-			return nil, fail(stepChannel, "", fmt.Errorf("datagram longer than %d bytes: %w", anchor.MaxMessageSize, anchor.ErrProtocol))
-		}
-		m, err := anchor.Decode(buf[:n])
-		if err != nil {
-			return nil, fail(stepChannel, "", err)
-		}
-		return m, nil
+	buf := make([]byte, anchor.MaxMessageSize)
+	n, _, err := seqpacket.Recv(c.fd, buf, 0)
+	switch {
+	case err == io.EOF:
+		return nil, errChannelClosed
+	case errors.Is(err, seqpacket.ErrTruncated), errors.Is(err, seqpacket.ErrControlTruncated):
+		return nil, fail(stepChannel, "", fmt.Errorf("%w: %w", anchor.ErrProtocol, err))
+	case err != nil:
+		return nil, fail(stepChannel, "", err)
 	}
+	m, err := anchor.Decode(buf[:n])
+	if err != nil {
+		return nil, fail(stepChannel, "", err)
+	}
+	return m, nil
 }
 
 // reader delivers datagrams until the channel closes or fails.

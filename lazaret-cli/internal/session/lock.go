@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // LockName is the Domain lock file inside a Domain's runtime directory.
@@ -42,19 +44,15 @@ func OpenLock(path string) (*Lock, error) {
 // TryLock takes the exclusive lock without waiting. It reports false when
 // another open file description holds it.
 func (l *Lock) TryLock() (bool, error) {
-	for {
-		err := unix.Flock(int(l.f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		switch {
-		case err == nil:
-			l.Holding = true
-			return true, nil
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.EWOULDBLOCK):
-			return false, nil
-		}
-		return false, &os.PathError{Op: "flock", Path: l.f.Name(), Err: err}
+	err := sys.Flock(int(l.f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	switch {
+	case err == nil:
+		l.Holding = true
+		return true, nil
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return false, nil
 	}
+	return false, fmt.Errorf("%q: %w", l.f.Name(), err)
 }
 
 // File is the lock's descriptor, for handing to a coordinator.

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/protocol"
+	"lazaret.dev/pkg/sys"
 )
 
 // Channel is the CLI end of one interactive session
@@ -271,10 +272,7 @@ func (p *Pump) input(fd, stop int) error {
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
 	for {
 		fds[0].Revents, fds[1].Revents = 0, 0
-		if _, err := unix.Poll(fds, -1); err != nil {
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
+		if _, err := sys.Poll(fds, -1); err != nil {
 			return fmt.Errorf("waiting for terminal input: %w", err)
 		}
 		if fds[1].Revents != 0 {
@@ -286,9 +284,9 @@ func (p *Pump) input(fd, stop int) error {
 		// The epoch is taken before the read: a chunk that was pending
 		// when a prompt flushed the input counts as stale.
 		epoch := p.epoch.Load()
-		n, err := unix.Read(fd, buf)
+		n, err := sys.Read(fd, buf)
 		switch {
-		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
+		case errors.Is(err, unix.EAGAIN):
 			continue
 		case errors.Is(err, unix.EIO), n == 0 && err == nil:
 			return io.EOF

@@ -15,6 +15,7 @@ import (
 
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/hostid"
+	"lazaret.dev/pkg/sys"
 )
 
 // DefaultStopTimeout bounds `lazaret-cli stop`: finding the coordinator,
@@ -246,13 +247,8 @@ func (s *Stopper) signal(t *Target, pid int, dev, ino uint64) (int, hostid.Pidfs
 // polls readable then.
 func exited(pidfd int) bool {
 	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		return err == nil && n > 0
-	}
+	n, err := sys.Poll(fds, 0)
+	return err == nil && n > 0
 }
 
 // openExistingLock opens the Domain lock file without creating it.
@@ -277,19 +273,15 @@ func openExistingLock(path string) (*os.File, error) {
 // flock. It takes a shared lock without waiting and gives it up at once,
 // so a CLI that looks at that moment only waits one poll.
 func lockHeld(f *os.File) (bool, error) {
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
-		switch {
-		case err == nil:
-			_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-			return false, nil
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.EWOULDBLOCK):
-			return true, nil
-		}
-		return false, &os.PathError{Op: "flock", Path: f.Name(), Err: err}
+	err := sys.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+	switch {
+	case err == nil:
+		_ = sys.Flock(int(f.Fd()), unix.LOCK_UN)
+		return false, nil
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return true, nil
 	}
+	return false, fmt.Errorf("%q: %w", f.Name(), err)
 }
 
 // isRecordedCoordinator reports whether the process behind pidfd is the

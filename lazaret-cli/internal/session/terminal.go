@@ -1,11 +1,12 @@
 package session
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // IsTerminal reports whether fd is a terminal.
@@ -54,12 +55,7 @@ func rawMode(t unix.Termios) unix.Termios {
 }
 
 func setTermios(fd int, t *unix.Termios) error {
-	for {
-		err := unix.IoctlSetTermios(fd, unix.TCSETS, t)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
+	return sys.IoctlSetTermios(fd, unix.TCSETS, t)
 }
 
 // Restore puts the saved mode back.

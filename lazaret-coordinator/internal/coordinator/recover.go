@@ -14,6 +14,7 @@ import (
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/store"
+	"lazaret.dev/pkg/sys"
 )
 
 // recoverKillWait bounds the wait for a killed recorded process to exit.
@@ -224,8 +225,8 @@ func killRecorded(log *slog.Logger, what string, o hostid.PersistedHostProcessOw
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	deadline := time.Now().Add(recoverKillWait)
 	for {
-		n, err := unix.Poll(fds, 200)
-		if err != nil && !errors.Is(err, unix.EINTR) {
+		n, err := sys.Poll(fds, 200)
+		if err != nil {
 			return "", fmt.Errorf("waiting for the recorded %s (pid %d): %w", what, o.Identity.HostPID, err)
 		}
 		if n > 0 {

@@ -23,6 +23,7 @@ import (
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/layout"
 	"lazaret.dev/pkg/supervise"
+	"lazaret.dev/pkg/sys"
 )
 
 // Names inside the control directory (/run/lazaret in the sandbox).
@@ -383,10 +384,7 @@ func exitedWithin(pidfd int, d time.Duration) bool {
 			left = 0
 		}
 		pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-		n, err := unix.Poll(pfd, int(left.Milliseconds()))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
+		n, err := sys.Poll(pfd, int(left.Milliseconds()))
 		if err != nil {
 			return false
 		}

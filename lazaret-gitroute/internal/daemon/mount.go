@@ -3,11 +3,14 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/seqpacket"
 )
 
 // MountMethod selects how the view is mounted.
@@ -70,12 +73,10 @@ func mountFusermount(mountpoint string) (*fuseMount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mounting %q: fusermount3 not found (install fuse3): %w", mountpoint, err)
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	local, remote, err := seqpacket.Socketpair("fusermount")
 	if err != nil {
-		return nil, fmt.Errorf("creating fusermount3 socketpair: %w", os.NewSyscallError("socketpair", err))
+		return nil, fmt.Errorf("creating fusermount3 socketpair: %w", err)
 	}
-	local := os.NewFile(uintptr(fds[0]), "fusermount-local")
-	remote := os.NewFile(uintptr(fds[1]), "fusermount-remote")
 	opts := strings.Join([]string{"fsname=" + fsName, "subtype=" + subtype, "auto_unmount", "nosuid", "nodev", fmt.Sprintf("max_read=%d", maxRead)}, ",")
 	cmd := exec.Command(bin, "-o", opts, "--", mountpoint)
 	cmd.ExtraFiles = []*os.File{remote}
@@ -106,38 +107,19 @@ func mountFusermount(mountpoint string) (*fuseMount, error) {
 
 // receiveFd reads the one descriptor fusermount3 sends.
 func receiveFd(f *os.File) (int, error) {
-	buf := make([]byte, 8)
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	for {
-		n, oobn, _, _, err := unix.Recvmsg(int(f.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if err == unix.EINTR {
-			continue
+	_, fds, err := seqpacket.Recv(int(f.Fd()), make([]byte, 8), 1)
+	switch {
+	case err == io.EOF:
+		return -1, errors.New("fusermount3 closed the socket without sending a descriptor")
+	case err != nil:
+		return -1, err
+	case len(fds) != 1:
+		for _, fd := range fds {
+			unix.Close(fd)
 		}
-		if err != nil {
-			return -1, os.NewSyscallError("recvmsg", err)
-		}
-		if n == 0 && oobn == 0 {
-			return -1, errors.New("fusermount3 closed the socket without sending a descriptor")
-		}
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil {
-			return -1, err
-		}
-		var got []int
-		for _, m := range msgs {
-			fds, err := unix.ParseUnixRights(&m)
-			if err == nil {
-				got = append(got, fds...)
-			}
-		}
-		if len(got) != 1 {
-			for _, fd := range got {
-				unix.Close(fd)
-			}
-			return -1, fmt.Errorf("got %d descriptors, want 1", len(got))
-		}
-		return got[0], nil
+		return -1, fmt.Errorf("got %d descriptors, want 1", len(fds))
 	}
+	return fds[0], nil
 }
 
 // errNotRoot refuses a direct mount without privilege.

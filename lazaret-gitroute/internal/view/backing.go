@@ -4,11 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // resolve is applied to every host and isolated-root path: stay beneath the
@@ -23,17 +24,15 @@ var ErrRootNotDirectory = errors.New("backing root is not a directory")
 // OpenRoot opens dir as a retained O_PATH root. The caller owns the
 // descriptor.
 func OpenRoot(dir string) (int, error) {
-	fd, err := retryFd(func() (int, error) {
-		return unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_NO_MAGICLINKS,
-		})
+	fd, err := sys.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if err != nil {
 		if errors.Is(err, unix.ENOTDIR) {
 			return -1, fmt.Errorf("opening %q: %w", dir, ErrRootNotDirectory)
 		}
-		return -1, &os.PathError{Op: "openat2", Path: dir, Err: err}
+		return -1, err
 	}
 	return fd, nil
 }
@@ -48,12 +47,10 @@ func (b backing) open(rel string, flags int, mode uint32) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
-	return retryFd(func() (int, error) {
-		return unix.Openat2(b.fd, rel, &unix.OpenHow{
-			Flags:   uint64(flags | unix.O_CLOEXEC),
-			Mode:    uint64(mode),
-			Resolve: resolve,
-		})
+	return sys.Openat2(b.fd, rel, &unix.OpenHow{
+		Flags:   uint64(flags | unix.O_CLOEXEC),
+		Mode:    uint64(mode),
+		Resolve: resolve,
 	})
 }
 
@@ -71,7 +68,7 @@ func (b backing) lstat(rel string) (unix.Stat_t, error) {
 		return st, err
 	}
 	defer unix.Close(fd)
-	err = retry(func() error { return unix.Fstatat(fd, "", &st, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW) })
+	err = sys.Fstatat(fd, "", &st, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
 	return st, err
 }
 
@@ -96,9 +93,9 @@ func (b backing) mkdirAll(rel string) error {
 		if err != nil {
 			return err
 		}
-		err = retry(func() error { return unix.Mkdirat(fd, name, 0o755) })
+		err = sys.Mkdirat(fd, name, 0o755)
 		unix.Close(fd)
-		if err != nil && err != unix.EEXIST {
+		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return err
 		}
 	}
@@ -108,23 +105,6 @@ func (b backing) mkdirAll(rel string) error {
 // procPath names an open descriptor so that path-only calls (chmod, chown,
 // utimes, xattrs, access) act on exactly the object it refers to.
 func procPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
-
-func retry(f func() error) error {
-	for {
-		if err := f(); err != unix.EINTR {
-			return err
-		}
-	}
-}
-
-func retryFd(f func() (int, error)) (int, error) {
-	for {
-		fd, err := f()
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
-}
 
 // dirent is one entry of a raw directory listing.
 type dirent struct {
@@ -141,16 +121,13 @@ func (b backing) readDir(rel string) ([]dirent, unix.Stat_t, error) {
 		return nil, st, err
 	}
 	defer unix.Close(fd)
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := sys.Fstat(fd, &st); err != nil {
 		return nil, st, err
 	}
 	var out []dirent
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := unix.Getdents(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
+		n, err := sys.Getdents(fd, buf)
 		if err != nil {
 			return nil, st, err
 		}

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"syscall"
@@ -81,7 +82,7 @@ func (f *FS) find(path string) (Backing, unix.Stat_t, error) {
 	for _, b := range order {
 		st, err := f.roots[b].lstat(path)
 		if err != nil {
-			if err == unix.ENOENT || err == unix.ENOTDIR {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 				continue
 			}
 			return b, st, err

@@ -2,6 +2,7 @@ package view
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"syscall"
@@ -9,6 +10,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // node is one view inode. It holds no descriptor: every operation resolves
@@ -289,7 +292,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err != nil {
 		return nil, errno(err)
 	}
-	err = retry(func() error { return unix.Mkdirat(pfd, base, mode&07777) })
+	err = sys.Mkdirat(pfd, base, mode&07777)
 	unix.Close(pfd)
 	if err != nil {
 		return nil, errno(err)
@@ -314,7 +317,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if err != nil {
 		return nil, errno(err)
 	}
-	err = retry(func() error { return unix.Mknodat(pfd, base, mode, 0) })
+	err = sys.Mknodat(pfd, base, mode, 0)
 	unix.Close(pfd)
 	if err != nil {
 		return nil, errno(err)
@@ -334,7 +337,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, errno(err)
 	}
-	err = retry(func() error { return unix.Symlinkat(target, pfd, base) })
+	err = sys.Symlinkat(target, pfd, base)
 	unix.Close(pfd)
 	if err != nil {
 		return nil, errno(err)
@@ -371,7 +374,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, errno(err)
 	}
 	defer unix.Close(dfd)
-	if err := retry(func() error { return unix.Linkat(sfd, sbase, dfd, dbase, 0) }); err != nil {
+	if err := sys.Linkat(sfd, sbase, dfd, dbase, 0); err != nil {
 		return nil, errno(err)
 	}
 	return n.created(ctx, p, b, out)
@@ -388,16 +391,11 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	}
 	defer unix.Close(pfd)
 	buf := make([]byte, unix.PathMax)
-	for {
-		k, err := unix.Readlinkat(pfd, base, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, errno(err)
-		}
-		return buf[:k], 0
+	k, err := sys.Readlinkat(pfd, base, buf)
+	if err != nil {
+		return nil, errno(err)
 	}
+	return buf[:k], 0
 }
 
 // remove unlinks the visible entry name (a directory when dir is set).
@@ -423,7 +421,7 @@ func (n *node) remove(name string, dir bool) syscall.Errno {
 	if dir {
 		flags = unix.AT_REMOVEDIR
 	}
-	return errno(retry(func() error { return unix.Unlinkat(pfd, base, flags) }))
+	return errno(sys.Unlinkat(pfd, base, flags))
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno { return n.remove(name, false) }
@@ -524,7 +522,7 @@ func (f *FS) renameIn(b Backing, sp, dp string, flags uint32) syscall.Errno {
 		return errno(err)
 	}
 	defer unix.Close(dfd)
-	return errno(retry(func() error { return unix.Renameat2(sfd, sbase, dfd, dbase, uint(flags)) }))
+	return errno(sys.Renameat2(sfd, sbase, dfd, dbase, uint(flags)))
 }
 
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
@@ -591,7 +589,7 @@ func (n *node) list() ([]fuse.DirEntry, syscall.Errno) {
 		}
 		ents, dst, err := n.f.roots[rb].readDir(p)
 		if err != nil {
-			if err == unix.ENOENT || err == unix.ENOTDIR {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 				continue
 			}
 			return nil, errno(err)

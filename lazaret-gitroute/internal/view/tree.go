@@ -26,10 +26,10 @@ var _ gitignore.Tree = Tree{}
 func (t Tree) ReadFile(name string, limit int64) ([]byte, error) {
 	fd, err := t.b.open(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
-		if err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 			return nil, fs.ErrNotExist
 		}
-		return nil, &os.PathError{Op: "openat2", Path: name, Err: err}
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()

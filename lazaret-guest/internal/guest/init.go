@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // Init is the sandbox container's own process (PID 1 of the container):
@@ -32,10 +34,7 @@ func Init(ctx context.Context) error {
 func reap() {
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-		if err == unix.EINTR {
-			continue
-		}
+		pid, err := sys.Wait4(-1, &ws, unix.WNOHANG, nil)
 		if pid <= 0 || err != nil {
 			return
 		}

@@ -21,6 +21,7 @@ import (
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/spawn"
 	"lazaret.dev/pkg/supervise"
+	"lazaret.dev/pkg/sys"
 )
 
 // selfExe re-executes this very binary (even if its path was replaced on
@@ -72,10 +73,7 @@ func (r *reaper) reap() {
 	defer r.mu.Unlock()
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-		if err == unix.EINTR {
-			continue
-		}
+		pid, err := sys.Wait4(-1, &ws, unix.WNOHANG, nil)
 		if err != nil || pid <= 0 {
 			return
 		}
@@ -229,10 +227,7 @@ func launchChild(th *spawn.Thread, r *reaper, argv []string) (*child, error) {
 func watchPidfd(pidfd int, r *reaper) {
 	pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 	for {
-		n, err := unix.Poll(pfd, -1)
-		if err == unix.EINTR {
-			continue
-		}
+		n, err := sys.Poll(pfd, -1)
 		if err != nil || n > 0 {
 			r.poke()
 			return

@@ -13,6 +13,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // Annotation keys on index.json descriptors.
@@ -154,13 +156,7 @@ func (s *Store) lock(how int) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening image store lock %q: %w", p, err)
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), how)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err := sys.Flock(int(f.Fd()), how); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("locking image store %q: %w", p, err)
 	}

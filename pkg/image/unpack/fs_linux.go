@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/sys"
 )
 
 // Thin wrappers over the syscalls Apply uses. Each retries EINTR and returns
@@ -16,32 +18,18 @@ import (
 
 const resolveInRoot = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
 
-func retry(f func() error) error {
-	for {
-		err := f()
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
-}
-
 // openInRoot opens rel (relative, cleaned; "" is the root itself) below the
 // root descriptor, resolving every component with RESOLVE_IN_ROOT.
 func openInRoot(root int, rel string, flags uint64) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
-	var fd int
-	err := retry(func() error {
-		var err error
-		fd, err = unix.Openat2(root, rel, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: resolveInRoot})
-		return err
-	})
+	fd, err := sys.Openat2(root, rel, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: resolveInRoot})
 	if errors.Is(err, unix.ENOSYS) {
 		return -1, ErrKernel
 	}
 	if err != nil {
-		return -1, &os.PathError{Op: "openat2", Path: rel, Err: err}
+		return -1, err
 	}
 	return fd, nil
 }
@@ -56,41 +44,29 @@ func split(rel string) (dir, base string) {
 
 func lstatAt(dir int, name string) (unix.Stat_t, error) {
 	var st unix.Stat_t
-	err := retry(func() error { return unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) })
-	if err != nil {
-		return st, &os.PathError{Op: "fstatat", Path: name, Err: err}
-	}
-	return st, nil
+	err := sys.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	return st, err
 }
 
 // removeAt removes name in dir, descending into directories. Directories are
 // opened without following links and made writable by their owner first, so
 // a read-only directory from an image can still be emptied.
 func removeAt(dir int, name string) error {
-	err := retry(func() error { return unix.Unlinkat(dir, name, 0) })
+	err := sys.Unlinkat(dir, name, 0)
 	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
 	}
 	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
-		return &os.PathError{Op: "unlinkat", Path: name, Err: err}
-	}
-	var fd int
-	err = retry(func() error {
-		var err error
-		fd, err = unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		return err
-	})
+	}
+	fd, err := sys.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.EACCES) {
 		if cerr := unix.Fchmodat(dir, name, 0o700, 0); cerr == nil {
-			err = retry(func() error {
-				var err error
-				fd, err = unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-				return err
-			})
+			fd, err = sys.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		}
 	}
 	if err != nil {
-		return &os.PathError{Op: "openat", Path: name, Err: err}
+		return err
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
@@ -104,9 +80,9 @@ func removeAt(dir int, name string) error {
 			return err
 		}
 	}
-	err = retry(func() error { return unix.Unlinkat(dir, name, unix.AT_REMOVEDIR) })
+	err = sys.Unlinkat(dir, name, unix.AT_REMOVEDIR)
 	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return &os.PathError{Op: "unlinkat", Path: name, Err: err}
+		return err
 	}
 	return nil
 }
