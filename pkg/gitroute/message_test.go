@@ -93,7 +93,8 @@ func TestConnRoundTrip(t *testing.T) {
 	if c, err := b.RecvCommand(); err != nil || c == nil {
 		t.Fatalf("RecvCommand: %v %v", c, err)
 	}
-	if err := a.send([]byte{9}); err != nil {
+	// A report where a command belongs is not one strict command.
+	if err := a.SendReport(&Failed{Stage: StageClassify, Detail: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.RecvCommand(); !errors.Is(err, ErrMalformed) {

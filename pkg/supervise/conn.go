@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"lazaret.dev/pkg/seqpacket"
 )
@@ -33,94 +32,32 @@ func (e *MalformedError) Unwrap() error { return e.Err }
 
 // Conn is one end of the generation channel: a connected SOCK_SEQPACKET
 // socket on which one packet is one message. Sends are safe from several
-// goroutines; receives must come from one goroutine at a time.
-type Conn struct {
-	c *seqpacket.Conn
+// goroutines; receives must come from one goroutine at a time. A rejected
+// packet is a *MalformedError and leaves the channel usable.
+type Conn = seqpacket.Endpoint[Command, Report]
+
+// protocol is the generation channel's encoding.
+var protocol = &seqpacket.Protocol[Command, Report]{
+	Name: "channel message", Max: MaxMessageSize, TooLarge: ErrMessageTooLarge,
+	Malformed: func(err error) error {
+		switch {
+		case errors.Is(err, seqpacket.ErrControlTruncated):
+			err = fmt.Errorf("%w: %w", ErrAncillary, err)
+		case errors.Is(err, seqpacket.ErrTruncated):
+			err = fmt.Errorf("%w: %w", ErrTruncated, err)
+		}
+		return &MalformedError{Err: err}
+	},
+	EncodeCommand: EncodeCommand, DecodeCommand: DecodeCommand,
+	EncodeReport: EncodeReport, DecodeReport: DecodeReport,
 }
 
 // NewConn wraps f, which must be a connected AF_UNIX SOCK_SEQPACKET socket.
 // It takes ownership of f: f is closed whether or not NewConn succeeds, and
 // the returned Conn holds its own close-on-exec duplicate.
-func NewConn(f *os.File) (*Conn, error) {
-	c, err := seqpacket.New(f)
-	if err != nil {
-		return nil, fmt.Errorf("channel descriptor: %w", err)
-	}
-	return &Conn{c: c}, nil
-}
+func NewConn(f *os.File) (*Conn, error) { return seqpacket.NewEndpoint(f, protocol) }
 
 // Pair returns a connected close-on-exec socketpair: the coordinator's end
 // as a Conn and the supervisor's end as a file to pass as its channel
 // descriptor.
-func Pair() (*Conn, *os.File, error) {
-	c, rsEnd, err := seqpacket.Pair("supervise-channel")
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating the channel socketpair: %w", err)
-	}
-	return &Conn{c: c}, rsEnd, nil
-}
-
-// SendCommand sends one command.
-func (c *Conn) SendCommand(m Command) error { return c.send(EncodeCommand(m)) }
-
-// SendReport sends one report.
-func (c *Conn) SendReport(m Report) error { return c.send(EncodeReport(m)) }
-
-// RecvCommand receives and decodes one command. At the peer's close it
-// returns io.EOF. A rejected packet is a *MalformedError and leaves the
-// channel usable.
-func (c *Conn) RecvCommand() (Command, error) {
-	b, err := c.recv()
-	if err != nil {
-		return nil, err
-	}
-	m, err := DecodeCommand(b)
-	if err != nil {
-		return nil, &MalformedError{Err: err}
-	}
-	return m, nil
-}
-
-// RecvReport receives and decodes one report, like RecvCommand.
-func (c *Conn) RecvReport() (Report, error) {
-	b, err := c.recv()
-	if err != nil {
-		return nil, err
-	}
-	m, err := DecodeReport(b)
-	if err != nil {
-		return nil, &MalformedError{Err: err}
-	}
-	return m, nil
-}
-
-// SetDeadline sets the read and write deadline; a deadline in the past
-// interrupts a blocked call with an error matching os.ErrDeadlineExceeded.
-func (c *Conn) SetDeadline(t time.Time) error { return c.c.SetDeadline(t) }
-
-// Close closes this end; the peer reads EOF.
-func (c *Conn) Close() error { return c.c.Close() }
-
-func (c *Conn) send(b []byte) error {
-	if len(b) > MaxMessageSize {
-		return fmt.Errorf("sending %d bytes: %w", len(b), ErrMessageTooLarge)
-	}
-	if err := c.c.Send(b); err != nil {
-		return fmt.Errorf("sending message: %w", err)
-	}
-	return nil
-}
-
-func (c *Conn) recv() ([]byte, error) {
-	buf := make([]byte, MaxMessageSize)
-	n, _, err := c.c.Recv(buf, 0)
-	switch {
-	case errors.Is(err, seqpacket.ErrControlTruncated):
-		return nil, &MalformedError{Err: fmt.Errorf("%w: %w", ErrAncillary, err)}
-	case errors.Is(err, seqpacket.ErrTruncated):
-		return nil, &MalformedError{Err: fmt.Errorf("%w: %w", ErrTruncated, err)}
-	case err != nil:
-		return nil, err
-	}
-	return buf[:n], nil
-}
+func Pair() (*Conn, *os.File, error) { return seqpacket.PairEndpoints(protocol) }
