@@ -233,3 +233,30 @@ func EmptyOwnership(r Role) *ParticipantOwnership {
 	}
 	return nil
 }
+
+// Clone returns a copy of o whose variant struct can be changed without
+// touching o's: the shallow copy the guarded writes start from. A nil o
+// clones to nil. The variant's own pointer fields stay shared, as every
+// writer replaces them rather than writing through them.
+func (o *ParticipantOwnership) Clone() *ParticipantOwnership {
+	if o == nil {
+		return nil
+	}
+	c := *o
+	c.PreparedLower = clonePtr(o.PreparedLower)
+	c.StateAnchor = clonePtr(o.StateAnchor)
+	c.GitRouting = clonePtr(o.GitRouting)
+	c.Network = clonePtr(o.Network)
+	c.Helper = clonePtr(o.Helper)
+	c.Sandbox = clonePtr(o.Sandbox)
+	c.Publication = clonePtr(o.Publication)
+	return &c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}

@@ -167,24 +167,7 @@ func cloneOwnership(role domainstore.Role, o *domainstore.ParticipantOwnership) 
 	if o == nil {
 		return domainstore.EmptyOwnership(role)
 	}
-	c := *o
-	switch {
-	case o.PreparedLower != nil:
-		c.PreparedLower = ptr(*o.PreparedLower)
-	case o.StateAnchor != nil:
-		c.StateAnchor = ptr(*o.StateAnchor)
-	case o.GitRouting != nil:
-		c.GitRouting = ptr(*o.GitRouting)
-	case o.Network != nil:
-		c.Network = ptr(*o.Network)
-	case o.Helper != nil:
-		c.Helper = ptr(*o.Helper)
-	case o.Sandbox != nil:
-		c.Sandbox = ptr(*o.Sandbox)
-	case o.Publication != nil:
-		c.Publication = ptr(*o.Publication)
-	}
-	return &c
+	return o.Clone()
 }
 
 // setPhase records the generation's durable decision.
