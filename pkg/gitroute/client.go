@@ -107,11 +107,19 @@ func Start(ctx context.Context, spec Spec) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(spec.Binary,
-		"--host-root", spec.HostRoot,
-		"--isolated-root", spec.IsolatedRoot,
-		"--mountpoint", spec.Mountpoint)
-	cmd.ExtraFiles = []*os.File{child} // fd 3
+	hand := DaemonArgs{HostRoot: spec.HostRoot, IsolatedRoot: spec.IsolatedRoot, Mountpoint: spec.Mountpoint, Control: child}
+	args, err := hand.Argv()
+	if err != nil {
+		conn.Close()
+		child.Close()
+		return nil, err
+	}
+	cmd := exec.Command(spec.Binary, args...)
+	if cmd.ExtraFiles, err = hand.ExtraFiles(); err != nil {
+		conn.Close()
+		child.Close()
+		return nil, err
+	}
 	cmd.Stdout = spec.Stderr
 	cmd.Stderr = spec.Stderr
 	cmd.Env = spec.Env

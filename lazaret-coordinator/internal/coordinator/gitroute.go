@@ -119,8 +119,12 @@ func (v *routeView) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	argv := []string{v.binary, "--host-root", host, "--isolated-root", iso, "--mountpoint", mp,
-		"--keep-isolated", g.keepFile(), "--isolation-report", g.isolationReport()}
+	args, err := (&gitroute.DaemonArgs{HostRoot: host, IsolatedRoot: iso, Mountpoint: mp,
+		KeepIsolated: g.keepFile(), IsolationReport: g.isolationReport()}).Argv()
+	if err != nil {
+		return fmt.Errorf("starting the workspace view: %w", err)
+	}
+	argv := append([]string{v.binary}, args...)
 	// Not bound to ctx: the daemon lives until Release, not until the
 	// start (or the serve context a SIGTERM cancels) ends.
 	cmd, err := g.anchor.CommandInNamespaces(context.Background(), argv)
@@ -285,7 +289,11 @@ func startRouteDaemon(ctx context.Context, cmd *exec.Cmd, spec routeSpec) (*rout
 	if err != nil {
 		return nil, err
 	}
-	cmd.ExtraFiles = []*os.File{child} // fd 3
+	if cmd.ExtraFiles, err = (&gitroute.DaemonArgs{Control: child}).ExtraFiles(); err != nil {
+		conn.Close()
+		child.Close()
+		return nil, err
+	}
 	// CLONE_PIDFD: the descriptor names the daemon from its creation on,
 	// so no PID reuse can slip in before it is identified.
 	pidfd := -1
