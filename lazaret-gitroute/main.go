@@ -10,37 +10,54 @@ import (
 
 	"lazaret.dev/lazaret-gitroute/internal/daemon"
 	"lazaret.dev/pkg/cmdmain"
+	"lazaret.dev/pkg/gitroute"
 )
 
 func main() {
 	cmdmain.Run(&cli.App{
 		Name:            "lazaret-gitroute",
-		Usage:           "workspace view daemon (started by lazaret-coordinator with its control socket as fd 3)",
+		Usage:           "workspace view daemon (started by lazaret-coordinator)",
+		UsageText:       "lazaret-gitroute " + gitroute.DaemonLayout.Usage(),
 		HideHelpCommand: true,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "host-root", Usage: "the workspace (git top level)", Required: true},
-			&cli.StringFlag{Name: "isolated-root", Usage: "the Domain's isolated root for git-ignored paths", Required: true},
-			&cli.StringFlag{Name: "mountpoint", Usage: "where to mount the view", Required: true},
-			&cli.StringFlag{Name: "mount-method", Usage: "auto, fusermount or direct (root only)", Value: string(daemon.MountAuto)},
-			&cli.StringFlag{Name: "keep-isolated", Usage: "keep `FILE`: paths routed to the isolated root whatever the classification says"},
-			&cli.StringFlag{Name: "isolation-report", Usage: "create `FILE` listing the host entries that route to the isolated root, before Ready"},
-		},
+		// The command line and the control socket are the parent's
+		// hand-off (gitroute.DaemonArgs), parsed by the one definition
+		// both use; only --version and --help are this command's own.
+		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
-			method, err := daemon.ParseMountMethod(c.String("mount-method"))
+			args := c.Args().Slice()
+			if len(args) == 1 {
+				switch args[0] {
+				case "--version", "-v":
+					cli.ShowVersion(c)
+					return nil
+				case "--help", "-h":
+					return cli.ShowAppHelp(c)
+				}
+			}
+			hand, err := gitroute.ParseDaemonArgs(args)
 			if err != nil {
 				return err
 			}
+			method := daemon.MountAuto
+			if hand.MountMethod != "" {
+				if method, err = daemon.ParseMountMethod(hand.MountMethod); err != nil {
+					return err
+				}
+			}
+			if err := hand.Inherit(); err != nil {
+				return err
+			}
 			return run(c.Context, daemon.Config{
-				HostRoot:        c.String("host-root"),
-				IsolatedRoot:    c.String("isolated-root"),
-				Mountpoint:      c.String("mountpoint"),
+				HostRoot:        hand.HostRoot,
+				IsolatedRoot:    hand.IsolatedRoot,
+				Mountpoint:      hand.Mountpoint,
 				Method:          method,
-				Control:         os.NewFile(3, "control"),
+				Control:         hand.Control,
 				Log:             slog.New(slog.NewTextHandler(os.Stderr, nil)),
 				Home:            os.Getenv("HOME"),
 				XDGConfigHome:   os.Getenv("XDG_CONFIG_HOME"),
-				KeepIsolated:    c.String("keep-isolated"),
-				IsolationReport: c.String("isolation-report"),
+				KeepIsolated:    hand.KeepIsolated,
+				IsolationReport: hand.IsolationReport,
 			})
 		},
 	})

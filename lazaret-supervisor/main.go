@@ -12,6 +12,7 @@ import (
 
 	"lazaret.dev/lazaret-supervisor/internal/supervisor"
 	"lazaret.dev/pkg/cmdmain"
+	"lazaret.dev/pkg/supervise"
 )
 
 func main() {
@@ -32,8 +33,11 @@ func main() {
 			{
 				Name:      "gate",
 				Hidden:    true,
-				Usage:     "hold until the gate on fd 3 opens, then execute the program",
-				ArgsUsage: "-- /absolute/program [args...]",
+				Usage:     "hold until the gate opens, then execute the program",
+				ArgsUsage: supervise.GateLayout.Usage(),
+				// The command line is the coordinator's or run's hand-off
+				// (supervise.Gate), parsed by the one definition they use.
+				SkipFlagParsing: true,
 				Action: func(c *cli.Context) error {
 					return supervisor.Gate(c.Context, c.Args().Slice())
 				},

@@ -241,7 +241,7 @@ func (r *Record) toLine() (line, error) {
 	l := line{
 		Time:       r.Time.Format(timeLayout),
 		Generation: r.Generation.String(), Session: r.Session.String(), Request: r.Request.String(),
-		Phase: string(r.Phase), SessionPhase: string(r.SessionPhase), Source: sourceName(r.Source),
+		Phase: string(r.Phase), SessionPhase: r.SessionPhase.String(), Source: sourceName(r.Source),
 		Argv: r.Argv, Outcome: string(r.Outcome), ExitCode: r.ExitCode, Reason: r.Reason,
 		Prev: r.Prev.String(),
 	}
@@ -281,7 +281,6 @@ func fromLine(l *line) (Record, error) {
 		return r, err
 	}
 	r.Phase = escalation.Phase(l.Phase)
-	r.SessionPhase = escalation.SessionPhase(l.SessionPhase)
 	switch l.Source {
 	case sourceNone:
 		r.Source = escalation.SourceNone
@@ -303,6 +302,9 @@ func fromLine(l *line) (Record, error) {
 	r.Outcome = Outcome(l.Outcome)
 	r.ExitCode = l.ExitCode
 	r.Reason = l.Reason
+	if err := r.SessionPhase.UnmarshalText([]byte(l.SessionPhase)); err != nil {
+		return r, fmt.Errorf("field session_phase: %q is not Attached, Prompting or HostExecuting", l.SessionPhase)
+	}
 	if err := r.check(); err != nil {
 		return r, err
 	}

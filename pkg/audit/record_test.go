@@ -11,6 +11,7 @@ import (
 
 	"lazaret.dev/pkg/escalation"
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/phase"
 	"lazaret.dev/pkg/protocol"
 )
 
@@ -197,7 +198,7 @@ func TestCheck(t *testing.T) {
 		{"five-digit year", func(r *Record) { r.Time = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "four digits"},
 		{"unknown phase", func(r *Record) { r.Phase = "Running" }, `field phase: "Running"`},
 		{"empty phase", func(r *Record) { r.Phase = "" }, "field phase"},
-		{"unknown session phase", func(r *Record) { r.SessionPhase = "Closed" }, "field session_phase"},
+		{"unknown session phase", func(r *Record) { r.SessionPhase = phase.SessionClosed }, "field session_phase"},
 		{"unknown source", func(r *Record) { r.Source = "Agent" }, "field source"},
 		{"auto rule without rule", func(r *Record) { r.Rule = -1 }, "field rule"},
 		{"developer with rule", func(r *Record) { r.Source = escalation.SourceDeveloper }, "field rule: only an AutoRule"},

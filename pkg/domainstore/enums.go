@@ -1,6 +1,9 @@
 package domainstore
 
-import "lazaret.dev/pkg/store/codec"
+import (
+	"lazaret.dev/pkg/phase"
+	"lazaret.dev/pkg/store/codec"
+)
 
 // Every enumeration is stored as its variant name (a CBOR text string) and
 // has an invalid zero value, so a record missing the field fails validation.
@@ -116,56 +119,35 @@ func (t *TerminalState) UnmarshalText(b []byte) error {
 }
 
 // DomainPhase is the value set of Generation.durable_decision: the Domain
-// phases of the application protocol model (DomainPhases in Lazaret.tla).
-type DomainPhase uint8
+// phases of the application protocol model, stored by name (package phase).
+type DomainPhase = phase.Domain
 
 // Domain phases.
 const (
-	PhaseAbsent DomainPhase = iota + 1
-	PhaseStarting
-	PhaseReady
-	PhaseStopping
-	PhaseFailed
-	PhaseRecovering
+	PhaseAbsent     = phase.DomainAbsent
+	PhaseStarting   = phase.DomainStarting
+	PhaseReady      = phase.DomainReady
+	PhaseStopping   = phase.DomainStopping
+	PhaseFailed     = phase.DomainFailed
+	PhaseRecovering = phase.DomainRecovering
 )
 
-var domainPhaseNames = []string{"", "Absent", "Starting", "Ready", "Stopping", "Failed", "Recovering"}
-
-func (p DomainPhase) String() string { return codec.EnumName(p, domainPhaseNames) }
-func (p DomainPhase) Valid() bool    { return codec.EnumValid(p, domainPhaseNames) }
-func (p DomainPhase) MarshalText() ([]byte, error) {
-	return codec.EnumText(p, domainPhaseNames, "durable decision")
-}
-func (p *DomainPhase) UnmarshalText(b []byte) error {
-	return parseEnum(p, b, domainPhaseNames, "durable decision")
-}
-
-// SessionPhase is the value set of Session.session_phase (SessionPhases in
-// Lazaret.tla).
-type SessionPhase uint8
+// SessionPhase is the value set of Session.session_phase: the Session
+// phases of the application protocol model, stored by name (package
+// phase).
+type SessionPhase = phase.Session
 
 // Session phases.
 const (
-	SessionNew SessionPhase = iota + 1
-	SessionWaiting
-	SessionRegistering
-	SessionAttached
-	SessionPrompting
-	SessionHostExecuting
-	SessionClosed
-	SessionFailed
+	SessionNew           = phase.SessionNew
+	SessionWaiting       = phase.SessionWaiting
+	SessionRegistering   = phase.SessionRegistering
+	SessionAttached      = phase.SessionAttached
+	SessionPrompting     = phase.SessionPrompting
+	SessionHostExecuting = phase.SessionHostExecuting
+	SessionClosed        = phase.SessionClosed
+	SessionFailed        = phase.SessionFailed
 )
-
-var sessionPhaseNames = []string{"", "New", "Waiting", "Registering", "Attached", "Prompting", "HostExecuting", "Closed", "Failed"}
-
-func (p SessionPhase) String() string { return codec.EnumName(p, sessionPhaseNames) }
-func (p SessionPhase) Valid() bool    { return codec.EnumValid(p, sessionPhaseNames) }
-func (p SessionPhase) MarshalText() ([]byte, error) {
-	return codec.EnumText(p, sessionPhaseNames, "session phase")
-}
-func (p *SessionPhase) UnmarshalText(b []byte) error {
-	return parseEnum(p, b, sessionPhaseNames, "session phase")
-}
 
 func parseEnum[T ~uint8](dst *T, b []byte, names []string, what string) error {
 	v, err := codec.EnumParse[T](b, names, what)

@@ -13,6 +13,7 @@ import (
 	"lazaret.dev/pkg/config"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/mailbox"
+	"lazaret.dev/pkg/phase"
 	"lazaret.dev/pkg/protocol"
 )
 
@@ -132,14 +133,14 @@ const (
 	PhaseRefused Phase = "Refused"
 )
 
-// SessionPhase is the part of a session's phase the engine drives.
-type SessionPhase string
+// SessionPhase is a session's phase; the engine drives the three below.
+type SessionPhase = phase.Session
 
-// Session phases.
+// The session phases the engine drives.
 const (
-	SessionAttached      SessionPhase = "Attached"
-	SessionPrompting     SessionPhase = "Prompting"
-	SessionHostExecuting SessionPhase = "HostExecuting"
+	SessionAttached      = phase.SessionAttached
+	SessionPrompting     = phase.SessionPrompting
+	SessionHostExecuting = phase.SessionHostExecuting
 )
 
 // Source is who approved a command.

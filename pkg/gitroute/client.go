@@ -107,21 +107,6 @@ func (s *Spec) validate() error {
 	return nil
 }
 
-// argv is the daemon's argument vector.
-func (s *Spec) argv() []string {
-	argv := []string{s.Binary,
-		"--host-root", s.HostRoot,
-		"--isolated-root", s.IsolatedRoot,
-		"--mountpoint", s.Mountpoint}
-	if s.KeepIsolated != "" {
-		argv = append(argv, "--keep-isolated", s.KeepIsolated)
-	}
-	if s.IsolationReport != "" {
-		argv = append(argv, "--isolation-report", s.IsolationReport)
-	}
-	return argv
-}
-
 // command builds the daemon's command from argv with spec.Command, or
 // runs argv as is.
 func (s *Spec) command(argv []string) (*exec.Cmd, error) {
@@ -163,13 +148,21 @@ func Start(ctx context.Context, spec Spec) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := spec.command(spec.argv())
+	hand := DaemonArgs{HostRoot: spec.HostRoot, IsolatedRoot: spec.IsolatedRoot, Mountpoint: spec.Mountpoint,
+		KeepIsolated: spec.KeepIsolated, IsolationReport: spec.IsolationReport, Control: end}
+	args, err := hand.Argv()
+	var cmd *exec.Cmd
+	if err == nil {
+		cmd, err = spec.command(append([]string{spec.Binary}, args...))
+	}
+	if err == nil {
+		cmd.ExtraFiles, err = hand.ExtraFiles()
+	}
 	if err != nil {
 		end.Close()
 		conn.Close()
 		return nil, fmt.Errorf("starting %q: %w", spec.Binary, err)
 	}
-	cmd.ExtraFiles = []*os.File{end} // fd 3
 	cmd.Stdout = spec.Stderr
 	cmd.Stderr = spec.Stderr
 	cmd.Env = spec.Env

@@ -3,6 +3,8 @@ package model
 import (
 	"strconv"
 	"strings"
+
+	"lazaret.dev/pkg/phase"
 )
 
 // The sizes of the fixture's finite sets (Lazaret.cfg binds Domains,
@@ -77,23 +79,40 @@ var commandNames = [...]string{"ExactCmd", "PromptCmd", "ShellCmd", "EditedCmd",
 
 func (c Command) String() string { return enumName(commandNames[:], uint8(c), "Command") }
 
-// DomainPhase is an element of DomainPhases (line 70).
+// DomainPhase is an element of DomainPhases (line 70): a phase.Domain
+// numbered densely from 0 (phase.Domain.Index), so the state key packs it
+// in widthDomainPhase bits.
 type DomainPhase uint8
 
-// DomainPhases.
+// DomainPhases, numbered as phase.Domain.Index numbers them.
 const (
-	DomainAbsent DomainPhase = iota
-	DomainStarting
-	DomainReady
-	DomainStopping
-	DomainFailed
-	DomainRecovering
-	numDomainPhases
+	DomainAbsent     = DomainPhase(phase.DomainAbsent - 1)
+	DomainStarting   = DomainPhase(phase.DomainStarting - 1)
+	DomainReady      = DomainPhase(phase.DomainReady - 1)
+	DomainStopping   = DomainPhase(phase.DomainStopping - 1)
+	DomainFailed     = DomainPhase(phase.DomainFailed - 1)
+	DomainRecovering = DomainPhase(phase.DomainRecovering - 1)
+	numDomainPhases  = DomainPhase(phase.NumDomain)
 )
 
-var domainPhaseNames = [...]string{"Absent", "Starting", "Ready", "Stopping", "Failed", "Recovering"}
+// Phase is p as a phase.Domain, the invalid zero Domain for a value
+// outside DomainPhases.
+func (p DomainPhase) Phase() phase.Domain { return phase.DomainAt(int(p)) }
 
-func (p DomainPhase) String() string { return enumName(domainPhaseNames[:], uint8(p), "DomainPhase") }
+// DomainPhaseOf is the model's number of d; false for an invalid d.
+func DomainPhaseOf(d phase.Domain) (DomainPhase, bool) {
+	if !d.Valid() {
+		return 0, false
+	}
+	return DomainPhase(d.Index()), true
+}
+
+func (p DomainPhase) String() string {
+	if d := p.Phase(); d.Valid() {
+		return d.String()
+	}
+	return enumName(nil, uint8(p), "DomainPhase")
+}
 
 // CoordinatorState is an element of CoordinatorStates (line 73).
 type CoordinatorState uint8
@@ -180,29 +199,41 @@ var edgeStateNames = [...]string{"Unarmed", "Armed"}
 
 func (e EdgeState) String() string { return enumName(edgeStateNames[:], uint8(e), "EdgeState") }
 
-// SessionPhase is an element of SessionPhases (line 83).
+// SessionPhase is an element of SessionPhases (line 83): a phase.Session
+// numbered densely from 0 (phase.Session.Index), so the state key packs it
+// in widthSessionPhase bits.
 type SessionPhase uint8
 
-// SessionPhases.
+// SessionPhases, numbered as phase.Session.Index numbers them.
 const (
-	SessionNew SessionPhase = iota
-	SessionWaiting
-	SessionRegistering
-	SessionAttached
-	SessionPrompting
-	SessionHostExecuting
-	SessionClosed
-	SessionFailed
-	numSessionPhases
+	SessionNew           = SessionPhase(phase.SessionNew - 1)
+	SessionWaiting       = SessionPhase(phase.SessionWaiting - 1)
+	SessionRegistering   = SessionPhase(phase.SessionRegistering - 1)
+	SessionAttached      = SessionPhase(phase.SessionAttached - 1)
+	SessionPrompting     = SessionPhase(phase.SessionPrompting - 1)
+	SessionHostExecuting = SessionPhase(phase.SessionHostExecuting - 1)
+	SessionClosed        = SessionPhase(phase.SessionClosed - 1)
+	SessionFailed        = SessionPhase(phase.SessionFailed - 1)
+	numSessionPhases     = SessionPhase(phase.NumSession)
 )
 
-var sessionPhaseNames = [...]string{
-	"New", "Waiting", "Registering", "Attached", "Prompting", "HostExecuting",
-	"Closed", "Failed",
+// Phase is p as a phase.Session, the invalid zero Session for a value
+// outside SessionPhases.
+func (p SessionPhase) Phase() phase.Session { return phase.SessionAt(int(p)) }
+
+// SessionPhaseOf is the model's number of s; false for an invalid s.
+func SessionPhaseOf(s phase.Session) (SessionPhase, bool) {
+	if !s.Valid() {
+		return 0, false
+	}
+	return SessionPhase(s.Index()), true
 }
 
 func (p SessionPhase) String() string {
-	return enumName(sessionPhaseNames[:], uint8(p), "SessionPhase")
+	if s := p.Phase(); s.Valid() {
+		return s.String()
+	}
+	return enumName(nil, uint8(p), "SessionPhase")
 }
 
 // TerminalRoute is an element of TerminalRoutes (line 87).

@@ -17,6 +17,7 @@ import (
 	"lazaret.dev/pkg/domainstore"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/protocol"
+	"lazaret.dev/pkg/startup"
 	"lazaret.dev/pkg/store"
 )
 
@@ -24,7 +25,7 @@ import (
 const LogName = "coordinator.log"
 
 // DefaultLinger is how long a coordinator keeps a Domain with no session.
-const DefaultLinger = 10 * time.Second
+const DefaultLinger = startup.DefaultLinger
 
 // DefaultWait bounds the wait for a Domain that another process is
 // starting or stopping.
@@ -58,21 +59,21 @@ func (t *Target) LockPath() string { return filepath.Join(t.Paths().Dir, LockNam
 // LogPath is the coordinator's log file.
 func (t *Target) LogPath() string { return filepath.Join(t.Paths().Dir, LogName) }
 
-// CoordinatorArgs is the coordinator's command line after its path.
-func (t *Target) CoordinatorArgs() []string {
-	args := []string{"serve",
-		"--config", t.ConfigFile,
-		"--profile", t.Profile,
-		"--workspace", t.Workspace,
-		"--fingerprint", t.Fingerprint.String(),
-		"--linger", t.Linger.String(),
+// ServeArgs is the command line of the coordinator that starts t; spawn
+// adds the descriptors.
+func (t *Target) ServeArgs() startup.Serve {
+	s := startup.Serve{
+		ConfigFile:  t.ConfigFile,
+		Profile:     t.Profile,
+		Workspace:   t.Workspace,
+		Fingerprint: t.Fingerprint.String(),
+		Linger:      t.Linger,
+		RecoverOnly: t.RecoverOnly,
 	}
-	if t.RecoverOnly {
-		args = append(args, "--recover-only")
-	} else if !ids.ID(t.Session).IsZero() {
-		args = append(args, "--session", t.Session.String())
+	if !t.RecoverOnly && !ids.ID(t.Session).IsZero() {
+		s.Session = t.Session.String()
 	}
-	return args
+	return s
 }
 
 // MismatchError refuses to join a Domain that runs another configuration.
@@ -350,8 +351,8 @@ func CheckPublication(pub protocol.ProtocolPublicationIdentity, t *Target) error
 	return nil
 }
 
-// spawn starts the coordinator detached, handing it the held lock (fd 3)
-// and the start report's write end (fd 4), and reads the report. The
+// spawn starts the coordinator detached, handing it the held lock and the
+// start report's write end (startup.Serve), and reads the report. The
 // caller closes its copy of the lock afterwards: on success the
 // coordinator holds it, on failure the lock is released once the
 // coordinator is gone.
@@ -380,11 +381,23 @@ func (a *Attacher[C]) spawn(ctx context.Context, t *Target, lock *Lock) error {
 		return fmt.Errorf("creating the start report pipe: %w", err)
 	}
 	defer r.Close()
-	cmd := exec.Command(bin, t.CoordinatorArgs()...)
+	serve := t.ServeArgs()
+	serve.Lock, serve.Report = lock.File(), w
+	args, err := serve.Argv()
+	if err != nil {
+		w.Close()
+		unlock(lock)
+		return err
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = "/"
 	cmd.Env = a.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logFile, logFile
-	cmd.ExtraFiles = []*os.File{lock.File(), w}
+	if cmd.ExtraFiles, err = serve.ExtraFiles(); err != nil {
+		w.Close()
+		unlock(lock)
+		return err
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
 	w.Close()
@@ -402,7 +415,7 @@ func (a *Attacher[C]) spawn(ctx context.Context, t *Target, lock *Lock) error {
 	done := make(chan error, 1)
 	var kept KeptPaths
 	go func() {
-		done <- ReadReportWith(r, ReportHandlers{Step: step, Kept: kept.add, KeptMore: kept.more})
+		done <- startup.Read(r, startup.Handlers{Step: step, Kept: kept.add, KeptMore: kept.more})
 	}()
 	select {
 	case err = <-done:
@@ -415,8 +428,8 @@ func (a *Attacher[C]) spawn(ctx context.Context, t *Target, lock *Lock) error {
 		}
 		return nil
 	}
-	var se *StartError
-	if errors.As(err, &se) || errors.Is(err, ErrCoordinatorExited) {
+	var se *startup.Error
+	if errors.As(err, &se) || errors.Is(err, startup.ErrExited) {
 		return fmt.Errorf("%w; see %s", err, logPath)
 	}
 	return fmt.Errorf("reading the coordinator's start report: %w; see %s", err, logPath)

@@ -17,10 +17,11 @@ import (
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/protocol"
+	"lazaret.dev/pkg/startup"
 )
 
 // The test binary doubles as a fake coordinator: with FAKE_COORDINATOR set
-// it speaks the start report on fd 4 instead of running tests.
+// it speaks the start report instead of running tests.
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("FAKE_COORDINATOR"); mode != "" {
 		os.Exit(fakeCoordinator(mode))
@@ -28,23 +29,30 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// fakeCoordinator checks that fd 3 holds the Domain lock, then reports by
+// fakeCoordinator takes the serve hand-off as the coordinator does, checks
+// that its lock descriptor holds the Domain lock, then reports by
 // mode: "ready" publishes an identity file holding the fingerprint (or
 // FAKE_FINGERPRINT) and keeps the lock for FAKE_HOLD; "error" reports an
 // error line; "die" exits without a final line.
 func fakeCoordinator(mode string) int {
-	lock := os.NewFile(3, "lock")
-	report := os.NewFile(4, "report")
-	if err := unix.Flock(3, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		fmt.Fprintf(report, "error fd 3 does not hold the Domain lock: %v\n", err)
+	if len(os.Args) < 2 || os.Args[1] != "serve" {
+		fmt.Fprintf(os.Stderr, "fake coordinator: command line %q is not serve\n", os.Args)
+		return 2
+	}
+	serve, err := startup.ParseServe(os.Args[2:])
+	if err == nil {
+		err = serve.Inherit()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fake coordinator: %v\n", err)
+		return 2
+	}
+	lock, report := serve.Lock, serve.Report
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		fmt.Fprintf(report, "error the lock descriptor does not hold the Domain lock: %v\n", err)
 		return 1
 	}
-	var fp string
-	for i, a := range os.Args {
-		if a == "--fingerprint" && i+1 < len(os.Args) {
-			fp = os.Args[i+1]
-		}
-	}
+	fp := serve.Fingerprint
 	if v := os.Getenv("FAKE_FINGERPRINT"); v != "" {
 		fp = v
 	}
@@ -213,7 +221,7 @@ func TestAttachStartFailures(t *testing.T) {
 		text string
 	}{
 		{"error", nil, "image localhost/x:1 is not in the local image store"},
-		{"die", ErrCoordinatorExited, "the coordinator exited during start"},
+		{"die", startup.ErrExited, "the coordinator exited during start"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
@@ -222,7 +230,7 @@ func TestAttachStartFailures(t *testing.T) {
 			if err == nil {
 				t.Fatal("Attach succeeded")
 			}
-			var se *StartError
+			var se *startup.Error
 			if tt.want != nil && !errors.Is(err, tt.want) || tt.want == nil && !errors.As(err, &se) {
 				t.Fatalf("err = %v", err)
 			}

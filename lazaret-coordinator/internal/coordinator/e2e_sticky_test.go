@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -143,7 +144,7 @@ func TestServeEndToEndStickyIsolation(t *testing.T) {
 // hasKept reports whether a start report names path as kept isolated.
 func hasKept(report []string, path string) bool {
 	for _, l := range report {
-		if l == "kept "+quoteReportPath(path) {
+		if l == "kept "+strconv.QuoteToASCII(path) {
 			return true
 		}
 	}

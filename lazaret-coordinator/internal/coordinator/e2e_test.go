@@ -32,6 +32,7 @@ import (
 	"lazaret.dev/pkg/nftplan"
 	"lazaret.dev/pkg/paths"
 	"lazaret.dev/pkg/protocol"
+	"lazaret.dev/pkg/startup"
 	"lazaret.dev/pkg/testgate"
 	"lazaret.dev/pkg/trace"
 )
@@ -353,13 +354,19 @@ func (e *env) spawn(t *testing.T, linger time.Duration) (*exec.Cmd, *os.File, *o
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(e.bin, "lazaret-coordinator"), "serve",
-		"--config", e.cfgFile, "--profile", testProfile, "--workspace", e.workspace,
-		"--fingerprint", e.fingerprint, "--linger", linger.String())
+	serve := startup.Serve{ConfigFile: e.cfgFile, Profile: testProfile, Workspace: e.workspace,
+		Fingerprint: e.fingerprint, Linger: linger, Lock: lock, Report: rw}
+	args, err := serve.Argv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(e.bin, "lazaret-coordinator"), args...)
 	cmd.Env = e.environ
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{lock, rw}
+	if cmd.ExtraFiles, err = serve.ExtraFiles(); err != nil {
+		t.Fatal(err)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

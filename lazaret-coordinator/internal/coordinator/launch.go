@@ -13,6 +13,7 @@ import (
 
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/spawn"
+	"lazaret.dev/pkg/supervise"
 )
 
 // launcher starts the HC's gated children (the `runsc exec` clients) from
@@ -43,7 +44,8 @@ type gated struct {
 var ErrGate = errors.New("gated child did not execute its program")
 
 // start starts cmd (whose Path and Args are the program) behind
-// supervisor's gate. extra become descriptors 5 and up of the program.
+// supervisor's gate. extra become the program's descriptors from
+// supervise.GateLayout.NextFD() on.
 func (l *launcher) start(supervisor string, cmd *exec.Cmd, extra []*os.File, setctty bool) (*gated, error) {
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
@@ -56,9 +58,20 @@ func (l *launcher) start(supervisor string, cmd *exec.Cmd, extra []*os.File, set
 		return nil, fmt.Errorf("creating the exec-status pipe: %w", err)
 	}
 	program := cmd.Args
+	hand := supervise.Gate{Program: program, Gate: gateR, ExecStatus: statusW, Extra: extra}
+	args, err := hand.Argv()
+	if err == nil {
+		cmd.ExtraFiles, err = hand.ExtraFiles()
+	}
+	if err != nil {
+		gateR.Close()
+		gateW.Close()
+		statusR.Close()
+		statusW.Close()
+		return nil, err
+	}
 	cmd.Path = supervisor
-	cmd.Args = append([]string{supervisor, "gate", "--"}, program...)
-	cmd.ExtraFiles = append([]*os.File{gateR, statusW}, extra...)
+	cmd.Args = append([]string{supervisor}, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setsid:    true,
 		Setctty:   setctty,

@@ -3,29 +3,23 @@ package coordinator
 import (
 	"fmt"
 	"os"
-	"strings"
-	"sync"
+
+	"lazaret.dev/pkg/startup"
 )
 
-// report is the HC's end of the start report (fd 4): `step NAME` lines,
-// before `ready` the `kept "PATH"` and `kept-more N` lines of sticky
-// isolation (sticky.go), then exactly one `ready` or `error SENTENCE`,
-// then close.
+// report is the HC's end of the start report (fd 4), in the format of
+// package startup: `step` lines, the `kept` lines of sticky isolation
+// (sticky.go) before `ready`, then exactly one `ready` or `error`, then
+// close.
 type report struct {
-	mu       sync.Mutex
-	f        *os.File
-	finished bool
+	w *startup.Writer
 }
 
-func newReport(f *os.File) *report { return &report{f: f} }
-
-func (r *report) line(s string) {
-	if r.f == nil {
-		return
+func newReport(f *os.File) *report {
+	if f == nil {
+		return &report{w: startup.NewWriter(nil)}
 	}
-	// A CLI that went away must not stop the coordinator: write errors are
-	// ignored, the log has everything.
-	_, _ = r.f.WriteString(s + "\n")
+	return &report{w: startup.NewWriter(f)}
 }
 
 // step reports progress.
@@ -33,48 +27,16 @@ func (r *report) step(s Step) { r.progress(s.String()) }
 
 // progress reports a named step, such as "recover", which comes before
 // the start order.
-func (r *report) progress(name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.finished {
-		r.line("step " + name)
-	}
-}
+func (r *report) progress(name string) { r.w.Step(name) }
 
 // ready reports success and closes the report.
-func (r *report) ready() {
-	r.finish("ready")
-}
+func (r *report) ready() { r.w.Ready() }
 
 // fail reports err as one sentence and closes the report.
-func (r *report) fail(err error) {
-	r.finish("error " + oneLine(err.Error()))
-}
-
-func (r *report) finish(s string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.finished {
-		return
-	}
-	r.finished = true
-	r.line(s)
-	if r.f != nil {
-		r.f.Close()
-		r.f = nil
-	}
-}
+func (r *report) fail(err error) { r.w.Fail(err.Error()) }
 
 // oneLine makes s a single line of printable text.
-func oneLine(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	return strings.TrimSpace(s)
-}
+func oneLine(s string) string { return startup.OneLine(s) }
 
 // stepError names the start step that failed.
 type stepError struct {

@@ -25,11 +25,12 @@ import (
 	"lazaret.dev/pkg/mailbox"
 	"lazaret.dev/pkg/protocol"
 	"lazaret.dev/pkg/store"
+	"lazaret.dev/pkg/supervise"
 )
 
 // processFD is the descriptor number of the sealed memfd holding the
-// session's process spec in the exec client (after the gate's 3 and 4).
-const processFD = 5
+// session's process spec in the exec client: the gate's first extra.
+var processFD = supervise.GateLayout.NextFD()
 
 // Errors of session handling.
 var (

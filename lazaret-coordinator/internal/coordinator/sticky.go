@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -107,39 +106,12 @@ func readBounded(path string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// maxKeptLines bounds the kept paths a start report names; the rest are
-// counted.
-const maxKeptLines = 32
-
-// quoteReportPath is a path as a start report carries it: a Go string
-// literal of ASCII, so any byte of the path survives the line protocol.
-func quoteReportPath(p string) string { return strconv.QuoteToASCII(p) }
-
 // kept reports the paths isolated only because an earlier generation
-// isolated them: `kept "PATH"` lines (at most maxKeptLines, each within
-// one report line), then `kept-more N` for those not named.
+// isolated them (startup.Writer.Kept bounds and counts them).
 func (r *report) kept(entries []isolation.Entry) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.finished {
-		return
+	paths := make([]string, len(entries))
+	for i, e := range entries {
+		paths[i] = e.String()
 	}
-	more := 0
-	named := 0
-	for _, e := range entries {
-		line := "kept " + quoteReportPath(e.String())
-		if named == maxKeptLines || len(line) >= maxReportLine {
-			more++
-			continue
-		}
-		r.line(line)
-		named++
-	}
-	if more > 0 {
-		r.line("kept-more " + strconv.Itoa(more))
-	}
+	r.w.Kept(paths)
 }
-
-// maxReportLine is the CLI's bound on one start report line, newline
-// included (lazaret-cli/internal/session.MaxReportLine).
-const maxReportLine = 4096

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"lazaret.dev/pkg/isolation"
+	"lazaret.dev/pkg/startup"
 )
 
 func TestReportKept(t *testing.T) {
@@ -31,8 +32,8 @@ func TestReportKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	if len(lines) != maxKeptLines+2 {
-		t.Fatalf("%d lines, want %d kept, kept-more and ready:\n%s", len(lines), maxKeptLines, b)
+	if len(lines) != startup.MaxKept+2 {
+		t.Fatalf("%d lines, want %d kept, kept-more and ready:\n%s", len(lines), startup.MaxKept, b)
 	}
 	for i, want := range []string{`kept ".env"`, `kept "nl\nname\xff"`, `kept "build/"`, `kept "f00"`} {
 		if lines[i] != want {
@@ -40,7 +41,7 @@ func TestReportKept(t *testing.T) {
 		}
 	}
 	// 44 entries: 32 named, the long one and 11 more counted.
-	if got := lines[maxKeptLines]; got != "kept-more 12" {
+	if got := lines[startup.MaxKept]; got != "kept-more 12" {
 		t.Errorf("count line = %q, want kept-more 12", got)
 	}
 	if lines[len(lines)-1] != "ready" {

@@ -180,14 +180,27 @@ func launchChild(th *spawn.Thread, r *reaper, argv []string) (*child, error) {
 		return nil, fmt.Errorf("creating the exec-status pipe: %w", err)
 	}
 	defer statW.Close()
+	hand := supervise.Gate{Program: argv, Gate: gateR, ExecStatus: statW}
+	args, err := hand.Argv()
+	if err != nil {
+		gateW.Close()
+		statR.Close()
+		return nil, err
+	}
+	extra, err := hand.ExtraFiles()
+	if err != nil {
+		gateW.Close()
+		statR.Close()
+		return nil, err
+	}
 	cmd := &exec.Cmd{
 		Path:       selfExe,
-		Args:       append([]string{"lazaret-supervisor", "gate", "--"}, argv...),
+		Args:       append([]string{"lazaret-supervisor"}, args...),
 		Env:        os.Environ(),
 		Stdin:      os.Stdin,
 		Stdout:     os.Stdout,
 		Stderr:     os.Stderr,
-		ExtraFiles: []*os.File{gateR, statW}, // fds 3 and 4: gateFD, execStatusFD
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setsid:    true,
 			Pdeathsig: syscall.SIGKILL,

@@ -13,16 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/cmdmain"
-)
-
-// Descriptors of a gated child, as the supervisor passes them.
-const (
-	// gateFD is the read end of the gate pipe: one byte gateOpen releases
-	// the child, EOF abandons it.
-	gateFD = 3
-	// execStatusFD is the write end of the exec-status pipe: it closes on
-	// a successful execve; on failure the gate writes the errno first.
-	execStatusFD = 4
+	"lazaret.dev/pkg/supervise"
 )
 
 // gateOpen is the byte that opens the gate.
@@ -52,26 +43,36 @@ func init() {
 }
 
 // ErrGateDescriptors means the gate was started without its two pipes.
-var ErrGateDescriptors = errors.New("gate descriptors 3 and 4 are not pipes (the gate is started only by lazaret-supervisor run)")
+var ErrGateDescriptors = errors.New("gate descriptors are not pipes (the gate is started only by lazaret-supervisor run)")
 
 // Gate holds the process until the supervisor opens the gate, then
-// replaces it with argv by execve. The process keeps its PID, pidfs inode
-// and start time across execve, so the identity the supervisor staged is
-// the identity of the program. argv[0] must be absolute: there is no PATH
+// replaces it with the program by execve. args are the command line after
+// the word gate (supervise.GateLayout); the gate and exec-status pipes are
+// its inherited descriptors. The process keeps its PID, pidfs inode and
+// start time across execve, so the identity the supervisor staged is the
+// identity of the program. The program must be absolute: there is no PATH
 // lookup.
-func Gate(ctx context.Context, argv []string) error {
+func Gate(ctx context.Context, args []string) error {
+	hand, err := supervise.ParseGate(args)
+	if err != nil {
+		return err
+	}
+	argv := hand.Program
 	if len(argv) == 0 || !filepath.IsAbs(argv[0]) {
 		return fmt.Errorf("gate argv %q: the program must be an absolute path", argv)
 	}
-	for _, fd := range []int{gateFD, execStatusFD} {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
-			return ErrGateDescriptors
-		}
-		// Neither pipe may reach the program.
-		unix.CloseOnExec(fd)
+	// Inherit makes both pipes close-on-exec: neither may reach the
+	// program.
+	if err := hand.Inherit(); err != nil {
+		return fmt.Errorf("%w: %w", ErrGateDescriptors, err)
 	}
-	gate := os.NewFile(gateFD, "gate")
+	for _, f := range []*os.File{hand.Gate, hand.ExecStatus} {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+			return fmt.Errorf("%w: %s is not a pipe", ErrGateDescriptors, f.Name())
+		}
+	}
+	gate, status := hand.Gate, int(hand.ExecStatus.Fd())
 	opened := make(chan bool, 1)
 	go func() {
 		var b [1]byte
@@ -88,15 +89,15 @@ func Gate(ctx context.Context, argv []string) error {
 	}
 	gate.Close()
 	if err := checkPdeathsig(); err != nil {
-		writeExecStatus(statusEdgeLost)
+		writeExecStatus(status, statusEdgeLost)
 		return err
 	}
-	err := unix.Exec(argv[0], argv, os.Environ())
+	err = unix.Exec(argv[0], argv, os.Environ())
 	errno, ok := err.(unix.Errno)
 	if !ok {
 		errno = unix.EINVAL
 	}
-	writeExecStatus(uint32(errno))
+	writeExecStatus(status, uint32(errno))
 	return &cmdmain.ExitError{Code: ExitExecFailed}
 }
 
@@ -104,10 +105,10 @@ func Gate(ctx context.Context, argv []string) error {
 // because the causal edge would not hold.
 const statusEdgeLost = 0xffffffff
 
-func writeExecStatus(v uint32) {
+func writeExecStatus(fd int, v uint32) {
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], v)
-	unix.Write(execStatusFD, b[:])
+	unix.Write(fd, b[:])
 }
 
 // checkPdeathsig confirms that this thread is the main thread and carries
