@@ -73,6 +73,7 @@ func newGeneration(s *scope, env participantEnv) (*generation, error) {
 	g := &generation{s: s}
 	g.prepared = &preparedLower{s: s}
 	g.anchor = &stateAnchor{s: s, lower: g.prepared, stderr: env.helperLog}
+	g.prepared.released = g.anchor.evidence
 	g.trust = &trustStep{s: s}
 	view, err := chooseWorkspaceView(s, g.anchor, env)
 	if err != nil {
@@ -84,14 +85,12 @@ func newGeneration(s *scope, env participantEnv) (*generation, error) {
 	}
 	g.sandbox = &sandboxStep{s: s, anchor: g.anchor, image: g.prepared, view: g.view, network: g.network}
 	g.pub = &publication{s: s, trust: g.trust}
-	steps := StartOrder(PlanInput{GitRoutingDaemon: g.view.Participant(), NetworkSidecar: g.network.Participant()})
-	all := []participant{g.prepared, g.anchor, g.trust, g.view, g.network, g.sandbox, g.pub}
-	for _, p := range all {
-		for _, st := range steps {
-			if p.Step() == st {
-				g.order = append(g.order, p)
-			}
-		}
+	byStep := map[Step]participant{}
+	for _, p := range []participant{g.prepared, g.anchor, g.trust, g.view, g.network, g.sandbox, g.pub} {
+		byStep[p.Step()] = p
+	}
+	for _, st := range StartOrder(PlanInput{GitRoutingDaemon: g.view.Participant(), NetworkSidecar: g.network.Participant()}) {
+		g.order = append(g.order, byStep[st])
 	}
 	return g, nil
 }
