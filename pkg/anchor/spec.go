@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/image/idmap"
-	"lazaret.dev/pkg/sys"
 )
 
 // NsenterPath is util-linux's nsenter, used to start commands inside an
@@ -130,22 +130,12 @@ func (s *Spec) plan(euid, egid uint32) (Setup, MapMethod, error) {
 
 func within(p, dir string) bool { return strings.HasPrefix(p, dir+"/") }
 
-// openDir opens path as an O_PATH directory without following any symlink
-// on the way.
-func openDir(path string) (int, error) {
-	how := unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	}
-	return sys.Openat2(unix.AT_FDCWD, path, &how)
-}
-
 // inspectDir opens a directory, creating it with mode 0700 first when
 // create is set and it is missing, and returns its identity.
 func inspectDir(path string, create bool) (pathInfo, error) {
-	fd, err := openDir(path)
+	fd, err := fsroot.OpenDir(unix.AT_FDCWD, path)
 	if create && errors.Is(err, unix.ENOENT) {
-		parent, perr := openDir(filepath.Dir(path))
+		parent, perr := fsroot.OpenDir(unix.AT_FDCWD, filepath.Dir(path))
 		if perr != nil {
 			return pathInfo{}, fmt.Errorf("creating %q: parent directory: %w", path, perr)
 		}
@@ -154,7 +144,7 @@ func inspectDir(path string, create bool) (pathInfo, error) {
 		if merr != nil && merr != unix.EEXIST {
 			return pathInfo{}, &os.PathError{Op: "mkdirat", Path: path, Err: merr}
 		}
-		fd, err = openDir(path)
+		fd, err = fsroot.OpenDir(unix.AT_FDCWD, path)
 	}
 	if err != nil {
 		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"lazaret.dev/pkg/fsroot"
 )
 
 // ResolveUser resolves an image's User field ("", "name", "uid",
@@ -31,15 +33,12 @@ func ResolveUser(rootFd int, spec string) (User, error) {
 }
 
 func readInRoot(rootFd int, name string) (string, error) {
-	fd, err := unix.Openat2(rootFd, name, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
+	fd, err := fsroot.OpenInRoot(rootFd, name, unix.O_RDONLY|unix.O_NOCTTY, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return "", nil
 	}
 	if err != nil {
-		return "", &os.PathError{Op: "openat2", Path: "/" + name, Err: err}
+		return "", &os.PathError{Op: "openat2", Path: "/" + name, Err: errors.Unwrap(err)}
 	}
 	f := os.NewFile(uintptr(fd), "/"+name)
 	defer f.Close()

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/sys"
 )
 
@@ -43,19 +44,7 @@ var (
 	ErrNotExecuting = errors.New("executable is not executable by the invoking user")
 )
 
-const (
-	resolveNoLinks = unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
-	// resolveConfined is how a source is reached from its retained
-	// ancestor: beneath it, through no link and across no mount.
-	resolveConfined = unix.RESOLVE_BENEATH | resolveNoLinks | unix.RESOLVE_NO_XDEV
-	statxMask       = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_NLINK | unix.STATX_UID | unix.STATX_INO | unix.STATX_MNT_ID
-)
-
-// openat2 opens path with O_CLOEXEC added; the error is an
-// *os.PathError naming path.
-func openat2(dirfd int, path string, flags uint64, resolve uint64) (int, error) {
-	return sys.Openat2(dirfd, path, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: resolve})
-}
+const statxMask = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_NLINK | unix.STATX_UID | unix.STATX_INO | unix.STATX_MNT_ID
 
 // statFd returns the statx data of fd itself, including its mount ID.
 func statFd(fd int) (unix.Statx_t, error) {
@@ -161,7 +150,7 @@ func (p *ConfinedPathPlan) Reopen() (*os.File, error) {
 	if identityOf(&ast) != p.ancestorID {
 		return nil, fmt.Errorf("ancestor of %q: %w", p.label, ErrIdentity)
 	}
-	fd, err := openat2(int(p.ancestor.Fd()), p.suffix, unix.O_PATH|unix.O_NOFOLLOW, resolveConfined)
+	fd, err := fsroot.OpenBeneath(int(p.ancestor.Fd()), p.suffix, unix.O_PATH|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("reopening %q: %w", p.label, classifyOpen(err))
 	}
@@ -207,7 +196,7 @@ func classifyOpen(err error) error {
 // openDir opens the absolute directory path as O_PATH through no symbolic
 // or magic link.
 func openDir(path string) (*os.File, error) {
-	fd, err := openat2(unix.AT_FDCWD, path, unix.O_PATH|unix.O_DIRECTORY, resolveNoLinks)
+	fd, err := fsroot.OpenNoLinks(unix.AT_FDCWD, path, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, classifyOpen(err)
 	}
@@ -253,7 +242,7 @@ func planSource(label string, kind VolumeKind, mayCreate bool) (*ConfinedPathPla
 		plan.pending = true
 		return plan, nil
 	}
-	fd, err := openat2(int(anc.Fd()), suffix, unix.O_PATH|unix.O_NOFOLLOW, resolveConfined)
+	fd, err := fsroot.OpenBeneath(int(anc.Fd()), suffix, unix.O_PATH|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		err = classifyOpen(err)
 		if errors.Is(err, ErrMissing) && mayCreate {
@@ -285,7 +274,7 @@ func planSource(label string, kind VolumeKind, mayCreate bool) (*ConfinedPathPla
 // or others, and executable by the calling process. Lazaret runs it at load
 // and again before every execution.
 func CheckExecutable(canonical string, uid int) error {
-	fd, err := openat2(unix.AT_FDCWD, canonical, unix.O_PATH|unix.O_NOFOLLOW, resolveNoLinks)
+	fd, err := fsroot.OpenPath(unix.AT_FDCWD, canonical)
 	if err != nil {
 		return fmt.Errorf("opening executable %q: %w", canonical, classifyOpen(err))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/postcard"
@@ -101,12 +102,12 @@ func DecodeIdentityFile(b []byte) (protocol.ProtocolPublicationIdentity, protoco
 // openDir opens path as an O_PATH directory descriptor, refusing a
 // symbolic link as its last component and magic links anywhere.
 func openDir(path string) (int, error) {
-	flags := uint64(unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC)
-	fd, err := sys.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_NO_MAGICLINKS})
+	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW
+	fd, err := fsroot.OpenNoMagicLinks(unix.AT_FDCWD, path, flags, 0)
 	if errors.Is(err, unix.ENOSYS) {
 		// openat2 arrived in Linux 5.6; older kernels get the same flags
 		// without the magic-link refusal.
-		fd, err = sys.Open(path, int(flags), 0)
+		fd, err = sys.Open(path, flags|unix.O_CLOEXEC, 0)
 	}
 	if err != nil {
 		return -1, err

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/config"
+	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/protocol"
 	"lazaret.dev/pkg/sys"
 )
@@ -30,11 +31,7 @@ func OpenExecutable(path string, uid int) (*os.File, error) {
 	if err := config.CheckExecutable(path, uid); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrExecutable, err)
 	}
-	how := unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	}
-	fd, err := sys.Openat2(unix.AT_FDCWD, path, &how)
+	fd, err := fsroot.OpenPath(unix.AT_FDCWD, path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening %q: %w", ErrExecutable, path, err)
 	}

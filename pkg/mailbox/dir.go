@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/protocol"
 	"lazaret.dev/pkg/sys"
 )
@@ -67,13 +68,10 @@ func Create(root string, perm os.FileMode) error {
 // last component where openat2 is missing (kernels before 5.6, and
 // sandboxes that do not implement it).
 func openDirFd(dirfd int, path string) (int, error) {
-	how := unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	}
-	fd, err := sys.Openat2(dirfd, path, &how)
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW
+	fd, err := fsroot.OpenNoLinks(dirfd, path, flags, 0)
 	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
-		fd, err = sys.Openat(dirfd, path, int(how.Flags), 0)
+		fd, err = sys.Openat(dirfd, path, flags|unix.O_CLOEXEC, 0)
 	}
 	switch {
 	case err == nil:

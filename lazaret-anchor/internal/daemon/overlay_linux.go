@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/anchor"
+	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/hostid"
-	"lazaret.dev/pkg/sys"
 )
 
 // Steps named in Failure reports.
@@ -58,19 +58,10 @@ type overlay struct {
 	log    *slog.Logger
 }
 
-// openDir opens path as an O_PATH directory without following symlinks.
-func openDir(path string) (int, error) {
-	how := unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	}
-	return sys.Openat2(unix.AT_FDCWD, path, &how)
-}
-
 // openChecked opens the directory of c and confirms its device and inode.
 func openChecked(name string, c anchor.PathCheck) (int, error) {
 	step := fmt.Sprintf(stepOpen, name)
-	fd, err := openDir(c.Path)
+	fd, err := fsroot.OpenDir(unix.AT_FDCWD, c.Path)
 	if err != nil {
 		return -1, fail(step, c.Path, os.NewSyscallError("openat2", err))
 	}
@@ -202,7 +193,7 @@ func withKernelLog(fsfd int, err error) error {
 
 // checkPath confirms that the merged path resolves to the overlay's root.
 func (o *overlay) checkPath() error {
-	fd, err := openDir(o.merged)
+	fd, err := fsroot.OpenDir(unix.AT_FDCWD, o.merged)
 	if err != nil {
 		return fail(stepIdentity, o.merged, os.NewSyscallError("openat2", err))
 	}
@@ -243,7 +234,7 @@ func (o *overlay) unmount() error {
 	if err := o.detach(); err != nil {
 		return err
 	}
-	fd, err := openDir(o.merged)
+	fd, err := fsroot.OpenDir(unix.AT_FDCWD, o.merged)
 	if err != nil {
 		return fail(stepUnmount, o.merged, os.NewSyscallError("openat2", err))
 	}

@@ -21,6 +21,7 @@ import (
 	"lazaret.dev/lazaret-cli/internal/session"
 	"lazaret.dev/pkg/anchor"
 	"lazaret.dev/pkg/control"
+	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/locate"
@@ -88,7 +89,7 @@ func HostChecks(ctx context.Context, o Options) []Check {
 		nftErr = o.Probe(ctx, ProbeNftables)
 	}
 	cs = append(cs, CheckOverlay(usernsErr, overlayErr))
-	cs = append(cs, CheckOpenat2(probeOpenat2()))
+	cs = append(cs, CheckOpenat2(fsroot.Probe()))
 	cs = append(cs, CheckPidfs(probePidfs()))
 	cs = append(cs, CheckMountID(probeMountID()))
 
@@ -147,17 +148,6 @@ func openDevice(path string) error {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
 		return &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	return unix.Close(fd)
-}
-
-func probeOpenat2() error {
-	fd, err := unix.Openat2(unix.AT_FDCWD, "/", &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
-	if err != nil {
-		return os.NewSyscallError("openat2", err)
 	}
 	return unix.Close(fd)
 }

@@ -19,6 +19,7 @@ import (
 	"lazaret.dev/pkg/bundle"
 	"lazaret.dev/pkg/config"
 	"lazaret.dev/pkg/domainstore"
+	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/layout"
@@ -91,10 +92,17 @@ func (p *sandboxStep) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := copyFile(s.help.Guest, filepath.Join(s.controlDir(), guestName), 0o755); err != nil {
+	// The generation directory, held for the step: what the step creates
+	// or inspects in it is opened beneath this descriptor.
+	gen, err := openDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("opening the generation directory: %w", err)
+	}
+	defer gen.Close()
+	if err := copyFile(s.help.Guest, gen, filepath.Join("control", guestName), 0o755); err != nil {
 		return fmt.Errorf("installing the guest binary: %w", err)
 	}
-	if err := p.writeEtc(); err != nil {
+	if err := p.writeEtc(gen); err != nil {
 		return err
 	}
 	vols, err := p.volumes()
@@ -123,11 +131,11 @@ func (p *sandboxStep) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("encoding the container spec: %w", err)
 	}
-	if err := writeNew(filepath.Join(s.bundleDir(), "config.json"), cfgJSON, 0o600); err != nil {
+	if err := writeNewAt(gen, "bundle/config.json", cfgJSON, 0o600); err != nil {
 		return fmt.Errorf("writing the container spec: %w", err)
 	}
 	digest := ids.Digest(sha256.Sum256(cfgJSON))
-	rootID, err := mountIdentityOf(s.runscRoot())
+	rootID, err := mountIdentityOf(gen, "runsc")
 	if err != nil {
 		return err
 	}
@@ -398,7 +406,8 @@ func exitedWithin(pidfd int, d time.Duration) bool {
 }
 
 // resolveUser resolves the image's User against the image's own
-// /etc/passwd and /etc/group in the prepared artifact.
+// /etc/passwd and /etc/group in the prepared artifact, opened once and
+// checked to be the directory the Storage Catalog recorded.
 func (p *sandboxStep) resolveUser() (bundle.User, error) {
 	art, cfg := p.image.artifact, p.image.config
 	fd, err := unix.Open(art.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -406,6 +415,9 @@ func (p *sandboxStep) resolveUser() (bundle.User, error) {
 		return bundle.User{}, fmt.Errorf("opening the prepared artifact %q: %w", art.Path, err)
 	}
 	defer unix.Close(fd)
+	if err := hostid.CheckInode(fd, art.Path, art.Device, art.Inode); err != nil {
+		return bundle.User{}, fmt.Errorf("prepared artifact: %w", err)
+	}
 	u, err := bundle.ResolveUser(fd, cfg.User)
 	if err != nil {
 		return bundle.User{}, fmt.Errorf("resolving image user %q: %w", cfg.User, err)
@@ -417,9 +429,9 @@ func (c imageConfig) bundle() bundle.ImageConfig {
 	return bundle.ImageConfig{Entrypoint: c.Entrypoint, Cmd: c.Cmd, Env: c.Env, WorkingDir: c.WorkingDir}
 }
 
-// writeEtc writes the sandbox's resolv.conf, hosts and hostname.
-func (p *sandboxStep) writeEtc() error {
-	s := p.s
+// writeEtc writes the sandbox's resolv.conf, hosts and hostname beneath
+// the generation directory gen.
+func (p *sandboxStep) writeEtc(gen *os.File) error {
 	var resolv strings.Builder
 	resolv.WriteString("# the resolvers the Lazaret network policy allows\n")
 	for _, r := range p.network.Resolvers() {
@@ -431,7 +443,7 @@ func (p *sandboxStep) writeEtc() error {
 		"hostname":    sandboxHostname + "\n",
 	}
 	for name, content := range files {
-		if err := writeNew(filepath.Join(s.etcDir(), name), []byte(content), 0o644); err != nil {
+		if err := writeNewAt(gen, filepath.Join("etc", name), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("writing the sandbox's /etc/%s: %w", name, err)
 		}
 	}
@@ -452,18 +464,8 @@ func (p *sandboxStep) volumes() ([]bundle.Volume, error) {
 				return nil, fmt.Errorf("creating volume %d source %q: %w", i, src, err)
 			}
 		} else {
-			f, err := v.Plan.Reopen()
-			if err != nil {
+			if err := sameSource(v.Plan, src); err != nil {
 				return nil, fmt.Errorf("volume %d source %q: %w", i, src, err)
-			}
-			var a, b unix.Stat_t
-			err = unix.Fstat(int(f.Fd()), &a)
-			f.Close()
-			if err == nil {
-				err = unix.Stat(src, &b)
-			}
-			if err != nil || a.Dev != b.Dev || a.Ino != b.Ino {
-				return nil, fmt.Errorf("volume %d source %q: %w", i, src, config.ErrIdentity)
 			}
 		}
 		out = append(out, bundle.Volume{Source: src, Destination: v.Record.ContainerPath, ReadOnly: v.Record.Access == config.ReadOnly})
@@ -471,30 +473,59 @@ func (p *sandboxStep) volumes() ([]bundle.Volume, error) {
 	return out, nil
 }
 
-// mountIdentityOf opens dir and returns its mount identity.
-func mountIdentityOf(dir string) (hostid.MountIdentity, error) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// sameSource checks that the canonical path src, which runsc will bind,
+// still names the object the plan's retained ancestor reaches: the same
+// mount, device and inode, and no link on the way. The plan's descriptor
+// is the reference; the path is walked once, through no link, to compare.
+func sameSource(plan *config.ConfinedPathPlan, src string) error {
+	f, err := plan.Reopen()
 	if err != nil {
-		return hostid.MountIdentity{}, fmt.Errorf("opening %q: %w", dir, err)
+		return err
+	}
+	defer f.Close()
+	want, err := hostid.MountOf(int(f.Fd()))
+	if err != nil {
+		return fmt.Errorf("%w: %w", config.ErrIdentity, err)
+	}
+	fd, err := fsroot.OpenPath(unix.AT_FDCWD, src)
+	if err != nil {
+		return fmt.Errorf("%w: %w", config.ErrIdentity, err)
+	}
+	defer unix.Close(fd)
+	if err := hostid.CheckMount(fd, src, want); err != nil {
+		return fmt.Errorf("%w: %w", config.ErrIdentity, err)
+	}
+	return nil
+}
+
+// mountIdentityOf opens the directory rel beneath the retained directory
+// dir and returns its mount identity.
+func mountIdentityOf(dir *os.File, rel string) (hostid.MountIdentity, error) {
+	path := filepath.Join(dir.Name(), rel)
+	fd, err := fsroot.OpenDir(int(dir.Fd()), rel)
+	if err != nil {
+		return hostid.MountIdentity{}, fmt.Errorf("opening %q: %w", path, errors.Unwrap(err))
 	}
 	defer unix.Close(fd)
 	id, err := hostid.MountOf(fd)
 	if err != nil {
-		return hostid.MountIdentity{}, fmt.Errorf("identifying %q: %w", dir, err)
+		return hostid.MountIdentity{}, fmt.Errorf("identifying %q: %w", path, err)
 	}
 	return id, nil
 }
 
-// copyFile copies the regular file src to the new file dst.
-func copyFile(src, dst string, perm os.FileMode) error {
+// copyFile copies the regular file src to the new file rel beneath the
+// retained directory dir.
+func copyFile(src string, dir *os.File, rel string, perm os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	fd, err := unix.Open(dst, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm))
+	dst := filepath.Join(dir.Name(), rel)
+	fd, err := fsroot.OpenBeneath(int(dir.Fd()), rel, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, uint32(perm))
 	if err != nil {
-		return &os.PathError{Op: "create", Path: dst, Err: err}
+		return &os.PathError{Op: "create", Path: dst, Err: errors.Unwrap(err)}
 	}
 	out := os.NewFile(uintptr(fd), dst)
 	defer out.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/protocol"
+	"lazaret.dev/pkg/sys"
 )
 
 // trustAnchor is a generation's protocol material (CreateTrustAnchor).
@@ -132,9 +135,32 @@ func (p *trustStep) Start(context.Context) error {
 // writeNew creates path (which must not exist) with mode perm, writes b
 // and syncs it.
 func writeNew(path string, b []byte, perm os.FileMode) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm))
+	dir, err := openDir(filepath.Dir(path))
 	if err != nil {
-		return &os.PathError{Op: "create", Path: path, Err: err}
+		return err
+	}
+	defer dir.Close()
+	return writeNewAt(dir, filepath.Base(path), b, perm)
+}
+
+// openDir opens dir as a retained O_PATH descriptor for the *At helpers.
+// A symbolic link as its last component is refused; one on the way is
+// the user's choice of storage or runtime root.
+func openDir(dir string) (*os.File, error) {
+	fd, err := sys.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}
+
+// writeNewAt is writeNew for rel beneath the retained directory dir,
+// reached through no link and across no mount.
+func writeNewAt(dir *os.File, rel string, b []byte, perm os.FileMode) error {
+	path := filepath.Join(dir.Name(), rel)
+	fd, err := fsroot.OpenBeneath(int(dir.Fd()), rel, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, uint32(perm))
+	if err != nil {
+		return &os.PathError{Op: "create", Path: path, Err: errors.Unwrap(err)}
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()

@@ -9,14 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/sys"
 )
-
-// resolve is applied to every host and isolated-root path: stay beneath the
-// retained root, never follow a symbolic link (the kernel resolves links in
-// the view itself, so a server-side path never has one in a directory
-// component), never follow a magic link, never cross a mount.
-const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
 
 // ErrRootNotDirectory means a backing root path is not a directory.
 var ErrRootNotDirectory = errors.New("backing root is not a directory")
@@ -24,10 +19,7 @@ var ErrRootNotDirectory = errors.New("backing root is not a directory")
 // OpenRoot opens dir as a retained O_PATH root. The caller owns the
 // descriptor.
 func OpenRoot(dir string) (int, error) {
-	fd, err := sys.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_MAGICLINKS,
-	})
+	fd, err := fsroot.OpenNoMagicLinks(unix.AT_FDCWD, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOTDIR) {
 			return -1, fmt.Errorf("opening %q: %w", dir, ErrRootNotDirectory)
@@ -42,16 +34,12 @@ type backing struct {
 	fd int
 }
 
-// open resolves rel beneath the root. rel "" is the root itself.
+// open resolves rel beneath the root (fsroot.OpenBeneath): never through
+// a symbolic link (the kernel resolves links in the view itself, so a
+// server-side path never has one in a directory component), a magic link
+// or a mount point. rel "" is the root itself.
 func (b backing) open(rel string, flags int, mode uint32) (int, error) {
-	if rel == "" {
-		rel = "."
-	}
-	return sys.Openat2(b.fd, rel, &unix.OpenHow{
-		Flags:   uint64(flags | unix.O_CLOEXEC),
-		Mode:    uint64(mode),
-		Resolve: resolve,
-	})
+	return fsroot.OpenBeneath(b.fd, rel, flags, mode)
 }
 
 // openPath returns an O_PATH descriptor of rel itself (a symbolic link is

@@ -10,21 +10,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/sys"
 )
 
 // Thin wrappers over the syscalls Apply uses. Each retries EINTR and returns
 // *os.PathError naming the path relative to the root.
 
-const resolveInRoot = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
-
 // openInRoot opens rel (relative, cleaned; "" is the root itself) below the
-// root descriptor, resolving every component with RESOLVE_IN_ROOT.
+// root descriptor, resolving every component inside the root
+// (fsroot.OpenInRoot).
 func openInRoot(root int, rel string, flags uint64) (int, error) {
-	if rel == "" {
-		rel = "."
-	}
-	fd, err := sys.Openat2(root, rel, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: resolveInRoot})
+	fd, err := fsroot.OpenInRoot(root, rel, int(flags), 0)
 	if errors.Is(err, unix.ENOSYS) {
 		return -1, ErrKernel
 	}
