@@ -120,17 +120,21 @@ func imageMissing(ref, dir string) error {
 func (p *preparedLower) Release(context.Context) error {
 	s := p.s
 	const role = domainstore.RolePreparedLower
+	var anchorEvidence *domainstore.StateAnchorReleaseEvidence
+	if p.released != nil {
+		anchorEvidence = p.released()
+	}
 	if err := s.releaseIntent(role, func(o *domainstore.ParticipantOwnership) {
 		if o.PreparedLower.LeaseState != nil {
 			o.PreparedLower.LeaseState = ptr(domainstore.LeaseReleaseIntent)
 		}
-		if p.released != nil {
-			o.PreparedLower.ReleasedStateAnchor = p.released()
-		}
+		o.PreparedLower.ReleasedStateAnchor = anchorEvidence
 	}); err != nil {
 		return err
 	}
 	if p.leased {
+		s.log.Info("releasing the image lease", "artifact", p.artifact.PreparedArtifactID.String(),
+			"state_anchor_release_evidence", anchorEvidence != nil)
 		if err := p.preparer.Release(p.lease()); err != nil {
 			return fmt.Errorf("releasing the lease on prepared artifact %s: %w", p.artifact.PreparedArtifactID, err)
 		}
