@@ -187,7 +187,15 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	}
 	n.ch = ch
 	// Not bound to ctx: the sidecar holds the namespaces until Release.
-	cmd, err := n.anchor.command(context.Background(), []string{n.unshare, "--net", "--mount", "--", n.sidecar})
+	hand := netsidecar.Descriptors{Channel: child, Policy: mem}
+	argv, err := hand.Argv()
+	var cmd *exec.Cmd
+	if err == nil {
+		cmd, err = n.anchor.command(context.Background(), append([]string{n.unshare, "--net", "--mount", "--", n.sidecar}, argv...))
+	}
+	if err == nil {
+		cmd.ExtraFiles, err = hand.ExtraFiles()
+	}
 	if err != nil {
 		mem.Close()
 		child.Close()
@@ -195,7 +203,6 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	}
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = n.stderr, n.stderr
-	cmd.ExtraFiles = []*os.File{child, mem} // fds 3 and 4
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	s.log.Info("starting network sidecar in the state anchor's user namespace", "binary", n.sidecar, "policy_digest", n.digest.String())
 	err = cmd.Start()
