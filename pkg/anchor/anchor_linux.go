@@ -29,9 +29,6 @@ var (
 	ErrIdentityMismatch = errors.New("state anchor identity mismatch")
 )
 
-// ControlFD is the descriptor number of the control socket in the anchor.
-const ControlFD = 3
-
 // Anchor is a running State Anchor. Its methods are safe for concurrent
 // use.
 type Anchor struct {
@@ -70,19 +67,23 @@ func Start(ctx context.Context, spec Spec) (*Anchor, error) {
 	}
 	defer child.Close()
 
-	args := spec.Args
-	if args == nil {
-		args = []string{"serve"}
+	hand := Serve{AwaitIDMap: method == MapHelper, Control: child}
+	args, err := hand.Argv()
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
-	if method == MapHelper {
-		args = append(append([]string(nil), args...), "--await-id-map")
+	files, err := hand.ExtraFiles()
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
 	cmd := &exec.Cmd{
 		Path:       spec.AnchorPath,
 		Args:       append([]string{spec.AnchorPath}, args...),
 		Env:        append([]string{}, spec.Env...),
 		Stderr:     spec.Stderr,
-		ExtraFiles: []*os.File{child},
+		ExtraFiles: files,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
 			Setsid:     true,
