@@ -197,19 +197,23 @@ func start(spec LaunchSpec, log *slog.Logger) (*Handle, error) {
 		return nil, err
 	}
 	defer rsEnd.Close()
-	args := []string{spec.SupervisorPath, "run", "--slot", spec.Slot.String()}
-	extra := []*os.File{rsEnd}
-	if spec.Log != nil {
-		extra = append(extra, spec.Log)
-		args = append(args, "--log-fd", "4")
+	hand := RunArgs{Slot: spec.Slot, Program: spec.Argv, Channel: rsEnd, Log: spec.Log}
+	args, err := hand.Argv()
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
-	args = append(append(args, "--"), spec.Argv...)
+	files, err := hand.ExtraFiles()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
 	cmd := &exec.Cmd{
 		Path:       spec.SupervisorPath,
-		Args:       args,
+		Args:       append([]string{spec.SupervisorPath}, args...),
 		Env:        append([]string{}, spec.Env...),
 		Dir:        spec.Dir,
-		ExtraFiles: extra,
+		ExtraFiles: files,
 		// A new session: the supervisor and its child never have the
 		// developer's terminal as controlling tty. No Pdeathsig: the
 		// supervisor outlives a lost coordinator for exact recovery.
