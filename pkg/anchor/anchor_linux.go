@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/handoff"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/seqpacket"
 	"lazaret.dev/pkg/spawn"
@@ -67,13 +68,7 @@ func Start(ctx context.Context, spec Spec) (*Anchor, error) {
 	}
 	defer child.Close()
 
-	hand := Serve{AwaitIDMap: method == MapHelper, Control: child}
-	args, err := hand.Argv()
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	files, err := hand.ExtraFiles()
+	args, files, err := handoff.Render(&Serve{AwaitIDMap: method == MapHelper, Control: child})
 	if err != nil {
 		conn.Close()
 		return nil, err

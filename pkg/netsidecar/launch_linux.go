@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+
+	"lazaret.dev/pkg/handoff"
 )
 
 // Command prepares lazaret-netsidecar at binary to run in new network and
@@ -13,11 +15,7 @@ import (
 // The sidecar is killed when its parent thread dies. The caller starts
 // the command and closes its copies of d's files afterwards.
 func Command(binary string, ownUserNS bool, d Descriptors) (*exec.Cmd, error) {
-	argv, err := d.Argv()
-	if err != nil {
-		return nil, err
-	}
-	files, err := d.ExtraFiles()
+	argv, files, err := handoff.Render(&d)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/handoff"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/spawn"
@@ -197,13 +198,7 @@ func start(spec LaunchSpec, log *slog.Logger) (*Handle, error) {
 		return nil, err
 	}
 	defer rsEnd.Close()
-	hand := RunArgs{Slot: spec.Slot, Program: spec.Argv, Channel: rsEnd, Log: spec.Log}
-	args, err := hand.Argv()
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	files, err := hand.ExtraFiles()
+	args, files, err := handoff.Render(&RunArgs{Slot: spec.Slot, Program: spec.Argv, Channel: rsEnd, Log: spec.Log})
 	if err != nil {
 		conn.Close()
 		return nil, err

@@ -21,6 +21,7 @@ import (
 
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/domainstore"
+	"lazaret.dev/pkg/handoff"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/locate"
@@ -187,14 +188,10 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	}
 	n.ch = ch
 	// Not bound to ctx: the sidecar holds the namespaces until Release.
-	hand := netsidecar.Descriptors{Channel: child, Policy: mem}
-	argv, err := hand.Argv()
+	argv, files, err := handoff.Render(&netsidecar.Descriptors{Channel: child, Policy: mem})
 	var cmd *exec.Cmd
 	if err == nil {
 		cmd, err = n.anchor.command(context.Background(), append([]string{n.unshare, "--net", "--mount", "--", n.sidecar}, argv...))
-	}
-	if err == nil {
-		cmd.ExtraFiles, err = hand.ExtraFiles()
 	}
 	if err != nil {
 		mem.Close()
@@ -203,6 +200,7 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	}
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = n.stderr, n.stderr
+	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	s.log.Info("starting network sidecar in the state anchor's user namespace", "binary", n.sidecar, "policy_digest", n.digest.String())
 	err = cmd.Start()
