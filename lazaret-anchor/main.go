@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
@@ -17,20 +18,35 @@ func main() {
 		Name:  "lazaret-anchor",
 		Usage: "State Anchor of one generation (started by lazaret-coordinator)",
 		Commands: []*cli.Command{{
-			Name:  "serve",
-			Usage: "hold the overlay described on the control socket (descriptor 3) until released",
-			Flags: []cli.Flag{&cli.BoolFlag{
-				Name:  "await-id-map",
-				Usage: "wait until newuidmap/newgidmap have written the ID map, then re-execute",
-			}},
+			Name:      "serve",
+			Usage:     "hold the overlay described on the control socket until released (--await-id-map: wait until newuidmap/newgidmap have written the ID map, then re-execute)",
+			ArgsUsage: anchor.ServeLayout.Usage(),
+			// The command line is Start's hand-off (anchor.Serve), parsed
+			// by the one definition Start renders it with.
+			SkipFlagParsing: true,
 			Action: func(c *cli.Context) error {
-				return daemon.Run(c.Context, daemon.Options{
-					ControlFD:  anchor.ControlFD,
-					AwaitIDMap: c.Bool("await-id-map"),
-					Reexec:     []string{os.Args[0], "serve"},
-					Logger:     slog.New(slog.NewTextHandler(os.Stderr, nil)),
-				})
+				s, err := anchor.ParseServe(c.Args().Slice())
+				if err != nil {
+					return err
+				}
+				return serve(c.Context, s)
 			},
 		}},
+	})
+}
+
+func serve(ctx context.Context, s anchor.Serve) error {
+	if err := s.Inherit(); err != nil {
+		return err
+	}
+	again, err := (&anchor.Serve{}).Argv()
+	if err != nil {
+		return err
+	}
+	return daemon.Run(ctx, daemon.Options{
+		Control:    s.Control,
+		AwaitIDMap: s.AwaitIDMap,
+		Reexec:     append([]string{os.Args[0]}, again...),
+		Logger:     slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 }

@@ -15,15 +15,18 @@ import (
 func main() {
 	cmdmain.Run(&cli.App{
 		Name:  "lazaret-netsidecar",
-		Usage: "network policy sidecar (started by lazaret-coordinator with its control channel on fd 3 and the sealed policy on fd 4)",
+		Usage: "network policy sidecar (started by lazaret-coordinator" + netsidecar.Layout.Usage() + ")",
 		Action: func(c *cli.Context) error {
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			channel, err := netsidecar.NewChannel(os.NewFile(netsidecar.ChannelFD, "control"))
+			var d netsidecar.Descriptors
+			if err := d.Inherit(); err != nil {
+				return err
+			}
+			channel, err := netsidecar.NewChannel(d.Channel)
 			if err != nil {
 				return err
 			}
-			policy := os.NewFile(netsidecar.PolicyFD, "policy")
-			return sidecar.Run(c.Context, log, channel, policy)
+			return sidecar.Run(c.Context, log, channel, d.Policy)
 		},
 	})
 }

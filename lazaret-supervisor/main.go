@@ -2,13 +2,11 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"lazaret.dev/lazaret-supervisor/internal/supervisor"
 	"lazaret.dev/pkg/cmdmain"
@@ -22,13 +20,12 @@ func main() {
 		Commands: []*cli.Command{
 			{
 				Name:      "run",
-				Usage:     "supervise one child over the generation channel on fd 3",
-				ArgsUsage: "-- /absolute/program [args...]",
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "slot", Required: true, Usage: "ownership slot of the child (HostProcessOwnershipSlot name)"},
-					&cli.IntFlag{Name: "log-fd", Value: -1, Usage: "descriptor for the supervisor's log (default: warnings on stderr)"},
-				},
-				Action: runCommand,
+				Usage:     "supervise one child over the generation channel",
+				ArgsUsage: supervise.RunLayout.Usage(),
+				// The command line is Launch's hand-off (supervise.RunArgs),
+				// parsed by the one definition Launch renders it with.
+				SkipFlagParsing: true,
+				Action:          runCommand,
 			},
 			{
 				Name:      "gate",
@@ -47,33 +44,28 @@ func main() {
 }
 
 func runCommand(c *cli.Context) error {
-	slot, err := supervisor.ParseSlot(c.String("slot"))
-	if err != nil {
-		return fmt.Errorf("--slot: %w", err)
-	}
-	logger, err := newLogger(c.Int("log-fd"))
+	hand, err := supervise.ParseRunArgs(c.Args().Slice())
 	if err != nil {
 		return err
 	}
+	if err := hand.Inherit(); err != nil {
+		return err
+	}
 	return supervisor.Run(c.Context, supervisor.Config{
-		Slot:   slot,
-		Argv:   c.Args().Slice(),
-		Logger: logger,
+		Slot:    hand.Slot,
+		Argv:    hand.Program,
+		Channel: hand.Channel,
+		Logger:  newLogger(hand.Log),
 	})
 }
 
-func newLogger(fd int) (*slog.Logger, error) {
+// newLogger logs to the descriptor --log-fd named at info level, else
+// warnings and errors to stderr.
+func newLogger(log *os.File) *slog.Logger {
 	var w io.Writer = os.Stderr
 	level := slog.LevelWarn
-	if fd >= 0 {
-		if fd <= 3 {
-			return nil, fmt.Errorf("--log-fd %d: descriptors 0-3 are stdio and the channel", fd)
-		}
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
-			return nil, fmt.Errorf("--log-fd %d: descriptor is not open", fd)
-		}
-		w = os.NewFile(uintptr(fd), "log")
-		level = slog.LevelInfo
+	if log != nil {
+		w, level = log, slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})).With("component", "lazaret-supervisor"), nil
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})).With("component", "lazaret-supervisor")
 }

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/handoff"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/seqpacket"
 	"lazaret.dev/pkg/spawn"
@@ -28,9 +29,6 @@ var (
 	// what the Host Coordinator observes through /proc and its pidfd.
 	ErrIdentityMismatch = errors.New("state anchor identity mismatch")
 )
-
-// ControlFD is the descriptor number of the control socket in the anchor.
-const ControlFD = 3
 
 // Anchor is a running State Anchor. Its methods are safe for concurrent
 // use.
@@ -70,19 +68,17 @@ func Start(ctx context.Context, spec Spec) (*Anchor, error) {
 	}
 	defer child.Close()
 
-	args := spec.Args
-	if args == nil {
-		args = []string{"serve"}
-	}
-	if method == MapHelper {
-		args = append(append([]string(nil), args...), "--await-id-map")
+	args, files, err := handoff.Render(&Serve{AwaitIDMap: method == MapHelper, Control: child})
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
 	cmd := &exec.Cmd{
 		Path:       spec.AnchorPath,
 		Args:       append([]string{spec.AnchorPath}, args...),
 		Env:        append([]string{}, spec.Env...),
 		Stderr:     spec.Stderr,
-		ExtraFiles: []*os.File{child},
+		ExtraFiles: files,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
 			Setsid:     true,

@@ -27,9 +27,6 @@ var ErrSpec = errors.New("invalid state anchor spec")
 type Spec struct {
 	// AnchorPath is the absolute path of the lazaret-anchor binary.
 	AnchorPath string
-	// Args are the arguments after the program name; nil means
-	// ["serve"].
-	Args []string
 	// Lower is the prepared artifact directory, the overlay's read-only
 	// layer. It must be owned by the host UID that container UID 0 maps
 	// to.

@@ -4,8 +4,9 @@
 // A Layout is that contract for one kind of child (`lazaret-coordinator
 // serve`, `lazaret-supervisor gate`, the gitroute daemon, ...). The parent
 // renders the command line with Argv and the exec.Cmd.ExtraFiles with
-// ExtraFiles; the child parses the command line with Parse and takes its
-// descriptors with Inherit. Descriptor numbers are never written at a call
+// ExtraFiles (both at once from the typed form with Render); the child
+// parses the command line with Parse and takes its descriptors with
+// Inherit. Descriptor numbers are never written at a call
 // site: the i-th name of Layout.Files is descriptor FirstFD+i, on both
 // sides, because both use the same Layout.
 //

@@ -170,6 +170,29 @@ func (l *Layout) ExtraFiles(files map[string]*os.File, extra ...*os.File) ([]*os
 	return append(out, extra...), nil
 }
 
+// Parent is the typed form of a hand-off on the parent's side
+// (gitroute.DaemonArgs, supervise.Gate, ...).
+type Parent interface {
+	// Argv is the child's command line after its executable.
+	Argv() ([]string, error)
+	// ExtraFiles is exec.Cmd.ExtraFiles for the child.
+	ExtraFiles() ([]*os.File, error)
+}
+
+// Render is what a parent starts the child with: p's Argv and
+// ExtraFiles, or the first error of the two.
+func Render(p Parent) ([]string, []*os.File, error) {
+	argv, err := p.Argv()
+	if err != nil {
+		return nil, nil, err
+	}
+	files, err := p.ExtraFiles()
+	if err != nil {
+		return nil, nil, err
+	}
+	return argv, files, nil
+}
+
 // Inherit takes the descriptors of Files in the child: it checks each is
 // open, marks it close-on-exec (a descriptor handed to this process is not
 // handed on by accident) and returns it by name, named as in Files. A

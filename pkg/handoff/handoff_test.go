@@ -199,3 +199,20 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+type testParent struct{ argvErr, filesErr error }
+
+func (p testParent) Argv() ([]string, error)         { return []string{"serve"}, p.argvErr }
+func (p testParent) ExtraFiles() ([]*os.File, error) { return []*os.File{os.Stdin}, p.filesErr }
+
+func TestRender(t *testing.T) {
+	argv, files, err := Render(testParent{})
+	if err != nil || !reflect.DeepEqual(argv, []string{"serve"}) || !reflect.DeepEqual(files, []*os.File{os.Stdin}) {
+		t.Fatalf("Render = %q, %v, %v", argv, files, err)
+	}
+	for _, p := range []testParent{{argvErr: ErrArgs}, {filesErr: ErrFiles}} {
+		if argv, files, err := Render(p); err == nil || argv != nil || files != nil {
+			t.Errorf("Render(%+v) = %q, %v, %v; want only an error", p, argv, files, err)
+		}
+	}
+}

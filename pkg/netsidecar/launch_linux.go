@@ -5,24 +5,23 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
-)
 
-// Descriptor numbers in the sidecar.
-const (
-	ChannelFD = 3
-	PolicyFD  = 4
+	"lazaret.dev/pkg/handoff"
 )
 
 // Command prepares lazaret-netsidecar at binary to run in new network and
 // mount namespaces, plus a new user namespace mapping the caller to root
-// when ownUserNS is set (the unprivileged case), with the control channel
-// at fd 3 and the sealed policy at fd 4. The sidecar is killed when its
-// parent thread dies. The caller starts the command and closes its copies
-// of channel and policy afterwards.
-func Command(binary string, ownUserNS bool, channel, policy *os.File) *exec.Cmd {
-	cmd := exec.Command(binary)
+// when ownUserNS is set (the unprivileged case), handed d as Layout says.
+// The sidecar is killed when its parent thread dies. The caller starts
+// the command and closes its copies of d's files afterwards.
+func Command(binary string, ownUserNS bool, d Descriptors) (*exec.Cmd, error) {
+	argv, files, err := handoff.Render(&d)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, argv...)
 	cmd.Env = []string{}
-	cmd.ExtraFiles = []*os.File{channel, policy}
+	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS,
 		Pdeathsig:  syscall.SIGKILL,
@@ -33,7 +32,7 @@ func Command(binary string, ownUserNS bool, channel, policy *os.File) *exec.Cmd 
 		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
 		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 	}
-	return cmd
+	return cmd, nil
 }
 
 // NamespacePaths are the /proc paths through which a helper joins the

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"lazaret.dev/pkg/handoff"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/spawn"
@@ -197,19 +198,17 @@ func start(spec LaunchSpec, log *slog.Logger) (*Handle, error) {
 		return nil, err
 	}
 	defer rsEnd.Close()
-	args := []string{spec.SupervisorPath, "run", "--slot", spec.Slot.String()}
-	extra := []*os.File{rsEnd}
-	if spec.Log != nil {
-		extra = append(extra, spec.Log)
-		args = append(args, "--log-fd", "4")
+	args, files, err := handoff.Render(&RunArgs{Slot: spec.Slot, Program: spec.Argv, Channel: rsEnd, Log: spec.Log})
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
-	args = append(append(args, "--"), spec.Argv...)
 	cmd := &exec.Cmd{
 		Path:       spec.SupervisorPath,
-		Args:       args,
+		Args:       append([]string{spec.SupervisorPath}, args...),
 		Env:        append([]string{}, spec.Env...),
 		Dir:        spec.Dir,
-		ExtraFiles: extra,
+		ExtraFiles: files,
 		// A new session: the supervisor and its child never have the
 		// developer's terminal as controlling tty. No Pdeathsig: the
 		// supervisor outlives a lost coordinator for exact recovery.

@@ -31,12 +31,18 @@ const serveEnv = "LAZARET_ANCHOR_TEST_SERVE"
 func TestMain(m *testing.M) {
 	if os.Getenv(serveEnv) == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		err := Run(ctx, Options{
-			ControlFD:  anchor.ControlFD,
-			AwaitIDMap: slices.Contains(os.Args[1:], "--await-id-map"),
-			Reexec:     []string{os.Args[0], "serve"},
-			Logger:     slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		})
+		s, err := anchor.ParseServe(os.Args[2:])
+		if err == nil {
+			err = s.Inherit()
+		}
+		if err == nil {
+			err = Run(ctx, Options{
+				Control:    s.Control,
+				AwaitIDMap: s.AwaitIDMap,
+				Reexec:     []string{os.Args[0], "serve"},
+				Logger:     slog.New(slog.NewTextHandler(os.Stderr, nil)),
+			})
+		}
 		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "anchor:", err)

@@ -19,8 +19,9 @@ import (
 
 // Options configure Run.
 type Options struct {
-	// ControlFD is the inherited control socket (anchor.ControlFD).
-	ControlFD int
+	// Control is the inherited control socket (anchor.Serve.Control);
+	// Run owns it.
+	Control *os.File
 	// AwaitIDMap makes the anchor wait for IDMapWritten and re-execute
 	// itself, because newuidmap writes the map only after exec, when the
 	// process has already lost its capabilities in the namespace.
@@ -39,7 +40,7 @@ func Run(ctx context.Context, o Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c, err := newChannel(o.ControlFD)
+	c, err := newChannel(o.Control)
 	if err != nil {
 		return err
 	}
@@ -168,14 +169,19 @@ func identities(mount hostid.MountIdentity) (anchor.Ready, error) {
 	return r, nil
 }
 
-// channel is the anchor's end of the control socketpair.
-type channel struct{ fd int }
+// channel is the anchor's end of the control socketpair. It keeps f
+// referenced, so that f's finalizer never closes fd.
+type channel struct {
+	f  *os.File
+	fd int
+}
 
-func newChannel(fd int) (*channel, error) {
+func newChannel(f *os.File) (*channel, error) {
+	fd := int(f.Fd())
 	if err := seqpacket.Check(fd); err != nil {
-		return nil, fmt.Errorf("control channel: %w (lazaret-anchor is started by the Host Coordinator with its control socket as descriptor %d)", err, anchor.ControlFD)
+		return nil, fmt.Errorf("control channel: %w (lazaret-anchor is started by the Host Coordinator with its control socket as descriptor %d)", err, anchor.ServeLayout.FD(anchor.ControlFile))
 	}
-	return &channel{fd: fd}, nil
+	return &channel{f: f, fd: fd}, nil
 }
 
 func (c *channel) send(m anchor.Message) error {
@@ -260,6 +266,11 @@ func (c *channel) awaitIDMap(argv []string) error {
 	}
 	if len(argv) == 0 {
 		return c.report(fail(stepReexec, "", errors.New("no argv to re-execute")))
+	}
+	// The re-executed anchor inherits the control socket again, at the
+	// same descriptor (Inherit made it close-on-exec).
+	if _, err := unix.FcntlInt(uintptr(c.fd), unix.F_SETFD, 0); err != nil {
+		return c.report(fail(stepReexec, "", os.NewSyscallError("fcntl", err)))
 	}
 	const self = "/proc/self/exe"
 	err = unix.Exec(self, argv, os.Environ())

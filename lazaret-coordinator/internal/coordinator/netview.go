@@ -21,6 +21,7 @@ import (
 
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/domainstore"
+	"lazaret.dev/pkg/handoff"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/locate"
@@ -187,7 +188,11 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	}
 	n.ch = ch
 	// Not bound to ctx: the sidecar holds the namespaces until Release.
-	cmd, err := n.anchor.command(context.Background(), []string{n.unshare, "--net", "--mount", "--", n.sidecar})
+	argv, files, err := handoff.Render(&netsidecar.Descriptors{Channel: child, Policy: mem})
+	var cmd *exec.Cmd
+	if err == nil {
+		cmd, err = n.anchor.command(context.Background(), append([]string{n.unshare, "--net", "--mount", "--", n.sidecar}, argv...))
+	}
 	if err != nil {
 		mem.Close()
 		child.Close()
@@ -195,7 +200,7 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	}
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = n.stderr, n.stderr
-	cmd.ExtraFiles = []*os.File{child, mem} // fds 3 and 4
+	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	s.log.Info("starting network sidecar in the state anchor's user namespace", "binary", n.sidecar, "policy_digest", n.digest.String())
 	err = cmd.Start()

@@ -122,7 +122,10 @@ func launch(t *testing.T, ownUser bool, encoded []byte, sealed bool, start *nets
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := netsidecar.Command(os.Getenv(envBinary), ownUser, child, mem)
+	cmd, err := netsidecar.Command(os.Getenv(envBinary), ownUser, netsidecar.Descriptors{Channel: child, Policy: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

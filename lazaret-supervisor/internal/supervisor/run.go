@@ -20,9 +20,6 @@ import (
 	"lazaret.dev/pkg/supervise"
 )
 
-// ChannelFD is the descriptor of the inherited generation channel.
-const ChannelFD = 3
-
 // DefaultGrace is the grace period of a stop the supervisor starts itself
 // (SIGTERM or SIGINT to the supervisor).
 const DefaultGrace = 10 * time.Second
@@ -36,7 +33,7 @@ const (
 
 // Errors of Run; test with errors.Is.
 var (
-	ErrNoChannel       = errors.New("no generation channel on fd 3 (lazaret-supervisor run is started by lazaret-coordinator)")
+	ErrNoChannel       = supervise.ErrNoChannel
 	ErrChannelPeer     = errors.New("generation channel peer is not the parent process")
 	ErrChannelClosed   = errors.New("generation channel closed")
 	ErrProtocol        = errors.New("protocol violation")
@@ -50,21 +47,14 @@ type Config struct {
 	Slot hostid.Slot
 	// Argv is the child's program and arguments; Argv[0] is absolute.
 	Argv []string
+	// Channel is the inherited generation channel
+	// (supervise.RunArgs.Channel); Run owns it.
+	Channel *os.File
 	// Logger receives the supervisor's log.
 	Logger *slog.Logger
 	// Grace is the grace period for a stop the supervisor starts itself;
 	// zero means DefaultGrace.
 	Grace time.Duration
-}
-
-// ParseSlot returns the slot whose schema name is name.
-func ParseSlot(name string) (hostid.Slot, error) {
-	for s := hostid.Slot(1); s.Valid(); s++ {
-		if s.String() == name {
-			return s, nil
-		}
-	}
-	return 0, fmt.Errorf("slot %q: want one of the HostProcessOwnershipSlot names, such as SandboxAttachedRunsc", name)
 }
 
 type inbound struct {
@@ -83,8 +73,8 @@ type supervisor struct {
 	hello     supervise.Hello
 }
 
-// Run is `lazaret-supervisor run`: it serves the generation channel on fd
-// 3 and supervises one child until the child has exited. The supervisor's
+// Run is `lazaret-supervisor run`: it serves the generation channel and
+// supervises one child until the child has exited. The supervisor's
 // environment, working directory and descriptors 0-2 are the child's.
 // ctx ends like SIGTERM: a stop with the default grace.
 func Run(ctx context.Context, cfg Config) error {
@@ -98,7 +88,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Grace = DefaultGrace
 	}
 	s := &supervisor{cfg: cfg, log: cfg.Logger, stopCtx: ctx.Done()}
-	if err := s.openChannel(); err != nil {
+	if err := s.openChannel(cfg.Channel); err != nil {
 		return err
 	}
 	defer s.conn.Close()
@@ -112,27 +102,29 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // openChannel marks every inherited descriptor above stdio close-on-exec
-// (the child gets exactly its stdio and its gate), checks that fd 3 is a
-// SOCK_SEQPACKET socket created by the parent, and wraps it.
-func (s *supervisor) openChannel() error {
-	if _, err := unix.FcntlInt(ChannelFD, unix.F_GETFD, 0); err != nil {
+// (the child gets exactly its stdio and its gate), checks that the
+// channel, inherited at supervise.RunLayout.FD(supervise.ChannelFile), is
+// a SOCK_SEQPACKET socket created by the parent, and wraps it.
+func (s *supervisor) openChannel(channel *os.File) error {
+	fd := supervise.RunLayout.FD(supervise.ChannelFile)
+	if channel == nil {
 		return ErrNoChannel
 	}
-	if err := unix.CloseRange(ChannelFD, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+	if err := unix.CloseRange(uint(fd), math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("marking inherited descriptors close-on-exec: %w", os.NewSyscallError("close_range", err))
 	}
 	// A socketpair's peer credentials are those of the process that
 	// created it: the coordinator, which must be the parent.
-	cred, err := unix.GetsockoptUcred(ChannelFD, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoChannel, os.NewSyscallError("getsockopt SO_PEERCRED", err))
 	}
 	if ppid := os.Getppid(); int(cred.Pid) != ppid {
-		return fmt.Errorf("fd %d peer pid %d, parent pid %d: %w", ChannelFD, cred.Pid, ppid, ErrChannelPeer)
+		return fmt.Errorf("fd %d peer pid %d, parent pid %d: %w", fd, cred.Pid, ppid, ErrChannelPeer)
 	}
-	conn, err := supervise.NewConn(os.NewFile(ChannelFD, "channel"))
+	conn, err := supervise.NewConn(channel)
 	if err != nil {
-		return fmt.Errorf("fd %d: %w", ChannelFD, err)
+		return fmt.Errorf("fd %d: %w", fd, err)
 	}
 	s.conn = conn
 	s.channelUp = true

@@ -1,0 +1,48 @@
+package netsidecar
+
+import (
+	"os"
+
+	"lazaret.dev/pkg/handoff"
+)
+
+// Descriptor names of the sidecar's hand-off.
+const (
+	fileChannel = "control"
+	filePolicy  = "policy"
+)
+
+// Layout is the hand-off of lazaret-netsidecar: no flags, descriptor 3
+// its end of the control channel, descriptor 4 the sealed policy memfd.
+var Layout = handoff.Layout{
+	Child: "lazaret-netsidecar",
+	Files: []string{fileChannel, filePolicy},
+}
+
+// Descriptors is what a parent hands lazaret-netsidecar.
+type Descriptors struct {
+	// Channel is the sidecar's end of the control channel (ChannelPair).
+	Channel *os.File
+	// Policy is the sealed memfd of the derived policy (SealPolicy).
+	Policy *os.File
+}
+
+// Argv is the sidecar's command line after its executable: empty, and
+// rendered by Layout so that a flag added later has one definition.
+func (d *Descriptors) Argv() ([]string, error) { return Layout.Argv(nil, nil) }
+
+// ExtraFiles is exec.Cmd.ExtraFiles for the sidecar: Channel, Policy.
+func (d *Descriptors) ExtraFiles() ([]*os.File, error) {
+	return Layout.ExtraFiles(map[string]*os.File{fileChannel: d.Channel, filePolicy: d.Policy})
+}
+
+// Inherit takes Channel and Policy from this process's descriptors, both
+// close-on-exec: neither reaches a helper the sidecar starts.
+func (d *Descriptors) Inherit() error {
+	files, err := Layout.Inherit()
+	if err != nil {
+		return err
+	}
+	d.Channel, d.Policy = files[fileChannel], files[filePolicy]
+	return nil
+}
