@@ -17,21 +17,18 @@ func main() {
 	cmdmain.Run(&cli.App{
 		Name:  "lazaret-anchor",
 		Usage: "State Anchor of one generation (started by lazaret-coordinator)",
-		Commands: []*cli.Command{{
-			Name:      "serve",
-			Usage:     "hold the overlay described on the control socket until released (--await-id-map: wait until newuidmap/newgidmap have written the ID map, then re-execute)",
-			ArgsUsage: anchor.ServeLayout.Usage(),
-			// The command line is Start's hand-off (anchor.Serve), parsed
-			// by the one definition Start renders it with.
-			SkipFlagParsing: true,
-			Action: func(c *cli.Context) error {
-				s, err := anchor.ParseServe(c.Args().Slice())
+		// The command line is Start's hand-off (anchor.Serve), parsed by
+		// the one definition Start renders it with.
+		Commands: []*cli.Command{cmdmain.Handoff("serve",
+			"hold the overlay described on the control socket until released (--await-id-map: wait until newuidmap/newgidmap have written the ID map, then re-execute)",
+			anchor.ServeLayout.Usage(),
+			func(ctx context.Context, args []string) error {
+				s, err := anchor.ParseServe(args)
 				if err != nil {
 					return err
 				}
-				return serve(c.Context, s)
-			},
-		}},
+				return serve(ctx, s)
+			})},
 	})
 }
 

@@ -18,21 +18,17 @@ func main() {
 	cmdmain.Run(&cli.App{
 		Name:  "lazaret-coordinator",
 		Usage: "Host Coordinator of one Lazaret generation (started by lazaret-cli)",
-		Commands: []*cli.Command{{
-			Name:      "serve",
-			Usage:     "start, serve and tear down one generation",
-			ArgsUsage: startup.ServeLayout.Usage(),
-			// The flags and descriptors are lazaret-cli's hand-off
-			// (startup.Serve), parsed by the one definition both use.
-			SkipFlagParsing: true,
-			Action: func(c *cli.Context) error {
-				s, err := startup.ParseServe(c.Args().Slice())
+		// The flags and descriptors are lazaret-cli's hand-off
+		// (startup.Serve), parsed by the one definition both use.
+		Commands: []*cli.Command{cmdmain.Handoff("serve", "start, serve and tear down one generation",
+			startup.ServeLayout.Usage(),
+			func(ctx context.Context, args []string) error {
+				s, err := startup.ParseServe(args)
 				if err != nil {
 					return err
 				}
-				return run(c.Context, s)
-			},
-		}},
+				return run(ctx, s)
+			})},
 	})
 }
 

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -17,41 +18,32 @@ func main() {
 	cmdmain.Run(&cli.App{
 		Name:  "lazaret-supervisor",
 		Usage: "Runtime Supervisor of one attached child (started by lazaret-coordinator)",
+		// Each command line is a parent's hand-off (supervise.RunArgs from
+		// Launch, supervise.Gate from the coordinator or run), parsed by
+		// the one definition the parent renders it with.
 		Commands: []*cli.Command{
-			{
-				Name:      "run",
-				Usage:     "supervise one child over the generation channel",
-				ArgsUsage: supervise.RunLayout.Usage(),
-				// The command line is Launch's hand-off (supervise.RunArgs),
-				// parsed by the one definition Launch renders it with.
-				SkipFlagParsing: true,
-				Action:          runCommand,
-			},
-			{
-				Name:      "gate",
-				Hidden:    true,
-				Usage:     "hold until the gate opens, then execute the program",
-				ArgsUsage: supervise.GateLayout.Usage(),
-				// The command line is the coordinator's or run's hand-off
-				// (supervise.Gate), parsed by the one definition they use.
-				SkipFlagParsing: true,
-				Action: func(c *cli.Context) error {
-					return supervisor.Gate(c.Context, c.Args().Slice())
-				},
-			},
+			cmdmain.Handoff("run", "supervise one child over the generation channel", supervise.RunLayout.Usage(), runCommand),
+			gateCommand(),
 		},
 	})
 }
 
-func runCommand(c *cli.Context) error {
-	hand, err := supervise.ParseRunArgs(c.Args().Slice())
+// gateCommand is the hidden gate a gated child is started behind.
+func gateCommand() *cli.Command {
+	c := cmdmain.Handoff("gate", "hold until the gate opens, then execute the program", supervise.GateLayout.Usage(), supervisor.Gate)
+	c.Hidden = true
+	return c
+}
+
+func runCommand(ctx context.Context, args []string) error {
+	hand, err := supervise.ParseRunArgs(args)
 	if err != nil {
 		return err
 	}
 	if err := hand.Inherit(); err != nil {
 		return err
 	}
-	return supervisor.Run(c.Context, supervisor.Config{
+	return supervisor.Run(ctx, supervisor.Config{
 		Slot:    hand.Slot,
 		Argv:    hand.Program,
 		Channel: hand.Channel,

@@ -86,3 +86,15 @@ func exitCode(name string, err error, stderr io.Writer) int {
 	}
 	return 1
 }
+
+// Handoff is a subcommand whose command line is a parent's hand-off
+// (package handoff): urfave/cli leaves it unparsed, and run receives the
+// arguments after the subcommand's name, to parse with the one layout
+// the parent renders them with. argsUsage is that layout's Usage.
+func Handoff(name, usage, argsUsage string, run func(ctx context.Context, args []string) error) *cli.Command {
+	return &cli.Command{
+		Name: name, Usage: usage, ArgsUsage: argsUsage,
+		SkipFlagParsing: true,
+		Action:          func(c *cli.Context) error { return run(c.Context, c.Args().Slice()) },
+	}
+}

@@ -2,7 +2,9 @@ package cmdmain
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,5 +48,24 @@ func TestVersionFlag(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "lazaret-x version ") {
 		t.Fatalf("--version printed %q", out.String())
+	}
+}
+
+// TestHandoffLeavesArgsToTheLayout: flags after a hand-off subcommand
+// reach its run unparsed, in order, even ones urfave would reject.
+func TestHandoffLeavesArgsToTheLayout(t *testing.T) {
+	var got []string
+	app := &cli.App{Name: "lazaret-x", Commands: []*cli.Command{
+		Handoff("serve", "serve", "--a A [--b]", func(_ context.Context, args []string) error {
+			got = args
+			return nil
+		}),
+	}}
+	args := []string{"--a", "x", "--unknown", "--", "-v"}
+	if code := run(app, append([]string{"lazaret-x", "serve"}, args...), &bytes.Buffer{}); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	if !slices.Equal(got, args) {
+		t.Fatalf("run got %q, want %q", got, args)
 	}
 }
