@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"lazaret.dev/pkg/handoff"
+	"lazaret.dev/pkg/handoff/handofftest"
 )
 
 // The exact command line and descriptor layout of `lazaret-anchor serve`,
@@ -21,14 +22,7 @@ func TestServeGolden(t *testing.T) {
 		{"map helper", Serve{AwaitIDMap: true}, []string{"serve", "--await-id-map"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.s.Argv()
-			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("Argv = %q, %v; want %q", got, err, tc.want)
-			}
-			back, err := ParseServe(got[1:])
-			if err != nil || !reflect.DeepEqual(back, tc.s) {
-				t.Fatalf("ParseServe = %+v, %v; want %+v", back, err, tc.s)
-			}
+			handofftest.RoundTrip(t, tc.s, tc.s.Argv, tc.want, func(a []string) (Serve, error) { return ParseServe(a[1:]) })
 		})
 	}
 	if fd := ServeLayout.FD(ControlFile); fd != 3 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"lazaret.dev/pkg/handoff"
+	"lazaret.dev/pkg/handoff/handofftest"
 )
 
 // The exact command line and descriptor layout of lazaret-gitroute, as
@@ -27,14 +28,7 @@ func TestDaemonArgsGolden(t *testing.T) {
 			[]string{"--host-root", "/w", "--isolated-root", "/iso", "--mountpoint", "/m", "--mount-method", "direct"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.a.Argv()
-			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("Argv = %q, %v\nwant %q", got, err, tc.want)
-			}
-			back, err := ParseDaemonArgs(got)
-			if err != nil || !reflect.DeepEqual(back, tc.a) {
-				t.Fatalf("ParseDaemonArgs = %+v, %v; want %+v", back, err, tc.a)
-			}
+			handofftest.RoundTrip(t, tc.a, tc.a.Argv, tc.want, ParseDaemonArgs)
 		})
 	}
 	if fd := DaemonLayout.FD(fileControl); fd != 3 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"lazaret.dev/pkg/handoff"
+	"lazaret.dev/pkg/handoff/handofftest"
 )
 
 // The exact command line and descriptor layout of `lazaret-coordinator
@@ -27,14 +28,7 @@ func TestServeGolden(t *testing.T) {
 			[]string{"serve", "--config", "c", "--profile", "p", "--workspace", "w", "--fingerprint", "f", "--linger", "0s", "--recover-only"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.s.Argv()
-			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("Argv = %q, %v\nwant %q", got, err, tc.want)
-			}
-			back, err := ParseServe(got[1:])
-			if err != nil || !reflect.DeepEqual(back, tc.s) {
-				t.Fatalf("ParseServe = %+v, %v; want %+v", back, err, tc.s)
-			}
+			handofftest.RoundTrip(t, tc.s, tc.s.Argv, tc.want, func(a []string) (Serve, error) { return ParseServe(a[1:]) })
 		})
 	}
 	if lock, report := ServeLayout.FD(fileLock), ServeLayout.FD(fileReport); lock != 3 || report != 4 {
