@@ -3,9 +3,10 @@
 // (Serve, through package handoff), and the start report the coordinator
 // writes back on one of them (Writer, Read).
 //
-// The start report is newline-terminated UTF-8 lines: `step NAME` for
-// progress; `kept "PATH"` for each host path kept isolated only because
-// an earlier generation isolated it (a Go string literal of ASCII, as
+// The start report is newline-terminated UTF-8 lines: `step NAME` when a
+// step begins and `done NAME` when it ends (steps may overlap); `kept
+// "PATH"` for each host path kept isolated only because an earlier
+// generation isolated it (a Go string literal of ASCII, as
 // strconv.QuoteToASCII writes it) and `kept-more N` for those it does not
 // name; then exactly one of `ready` or `error SENTENCE`; then end of file.
 // No line is longer than MaxLine bytes, newline included.

@@ -92,6 +92,16 @@ func (w *Writer) Kept(paths []string) {
 	}
 }
 
+// Done reports the end of a named step; steps may overlap, so a step's
+// end need not come before the next step's start.
+func (w *Writer) Done(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.finished {
+		w.line("done " + OneLine(name))
+	}
+}
+
 // Ready reports success and closes the report.
 func (w *Writer) Ready() { w.finish("ready") }
 
@@ -128,8 +138,10 @@ func OneLine(s string) string {
 // Handlers receive the lines of a start report before its outcome; a nil
 // handler ignores its lines.
 type Handlers struct {
-	// Step is a progress line's step name.
+	// Step is a progress line's step name: the step began.
 	Step func(name string)
+	// Done is the name of a step that ended.
+	Done func(name string)
 	// Kept is a path kept isolated only because an earlier generation
 	// isolated it (a directory ends in "/").
 	Kept func(path string)
@@ -174,6 +186,13 @@ func Read(r io.Reader, h Handlers) error {
 			}
 			if h.Step != nil {
 				h.Step(rest)
+			}
+		case "done":
+			if rest == "" {
+				return fmt.Errorf("%w: line %d: done without a name", ErrMalformed, n)
+			}
+			if h.Done != nil {
+				h.Done(rest)
 			}
 		case "kept":
 			p, err := strconv.Unquote(rest)

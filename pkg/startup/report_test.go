@@ -24,11 +24,14 @@ func TestWriterGolden(t *testing.T) {
 	w := NewWriter(&b)
 	w.Step("recover")
 	w.Step("prepare")
+	w.Step("trust")
+	w.Done("trust")
+	w.Done("pre\npare")
 	w.Kept([]string{".env", "nl\nname\xff", "build/", "é"})
 	w.Ready()
 	w.Step("after")
 	w.Fail(errors.New("late").Error())
-	want := "step recover\nstep prepare\nkept \".env\"\nkept \"nl\\nname\\xff\"\nkept \"build/\"\nkept \"\\u00e9\"\nready\n"
+	want := "step recover\nstep prepare\nstep trust\ndone trust\ndone pre pare\nkept \".env\"\nkept \"nl\\nname\\xff\"\nkept \"build/\"\nkept \"\\u00e9\"\nready\n"
 	if b.String() != want || b.closed != 1 {
 		t.Fatalf("report %q (closed %d times)\nwant %q, closed once", b.String(), b.closed, want)
 	}
@@ -86,6 +89,7 @@ func TestRead(t *testing.T) {
 		steps    []string
 		kept     []string
 		keptMore int
+		done     []string
 		wantErr  error  // errors.Is target, nil for ready
 		message  string // Error message
 	}{
@@ -96,7 +100,10 @@ func TestRead(t *testing.T) {
 		{name: "eof", in: "step prepare\n", steps: []string{"prepare"}, wantErr: ErrExited},
 		{name: "empty", in: "", wantErr: ErrExited},
 		{name: "unterminated", in: "ready", wantErr: ErrMalformed},
-		{name: "unknown keyword", in: "done\n", wantErr: ErrMalformed},
+		{name: "unknown keyword", in: "began a\n", wantErr: ErrMalformed},
+		{name: "overlapping steps", in: "step prepare\nstep trust\ndone trust\nstep anchor\ndone prepare\nready\n",
+			steps: []string{"prepare", "trust", "anchor"}, done: []string{"trust", "prepare"}},
+		{name: "empty done", in: "done\n", wantErr: ErrMalformed},
 		{name: "ready with argument", in: "ready now\n", wantErr: ErrMalformed},
 		{name: "empty step", in: "step \n", wantErr: ErrMalformed},
 		{name: "empty error", in: "error\n", wantErr: ErrMalformed},
@@ -118,10 +125,11 @@ func TestRead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var steps, kept []string
+			var steps, kept, done []string
 			more := 0
 			err := Read(strings.NewReader(tt.in), Handlers{
 				Step:     func(s string) { steps = append(steps, s) },
+				Done:     func(s string) { done = append(done, s) },
 				Kept:     func(p string) { kept = append(kept, p) },
 				KeptMore: func(n int) { more += n },
 			})
@@ -136,8 +144,8 @@ func TestRead(t *testing.T) {
 			if tt.wantErr != nil && !errors.Is(tt.wantErr, ErrExited) {
 				return
 			}
-			if !reflect.DeepEqual(steps, tt.steps) || !reflect.DeepEqual(kept, tt.kept) || more != tt.keptMore {
-				t.Errorf("steps %q, kept %q, more %d; want %q, %q, %d", steps, kept, more, tt.steps, tt.kept, tt.keptMore)
+			if !reflect.DeepEqual(steps, tt.steps) || !reflect.DeepEqual(kept, tt.kept) || more != tt.keptMore || !reflect.DeepEqual(done, tt.done) {
+				t.Errorf("steps %q, kept %q, more %d, done %q; want %q, %q, %d, %q", steps, kept, more, done, tt.steps, tt.kept, tt.keptMore, tt.done)
 			}
 		})
 	}

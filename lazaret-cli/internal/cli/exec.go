@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"os"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -24,13 +25,15 @@ func runExec(c *cli.Context) error {
 	if len(argv) == 0 {
 		return fail(c, "exec needs the command to run: lazaret-cli exec --profile %s -- ARGV...", c.String("profile"))
 	}
+	trace := startTrace(c, time.Now())
 	t, cfg, err := resolveTarget(c)
 	if err != nil {
 		return err
 	}
 	cfg.Close()
+	trace.Mark("configuration resolved")
 	ctx := c.Context
-	s, err := attach(ctx, c, t)
+	s, err := attach(ctx, c, t, trace)
 	if err != nil {
 		return err
 	}
@@ -40,6 +43,7 @@ func runExec(c *cli.Context) error {
 		stdout = os.Stdout
 	}
 	exit, err := s.Client.Execute(ctx, s.ID(), argv, stdout, stderrOf(c))
+	trace.Mark("command ended")
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return &cmdmain.ExitError{Code: 128 + 15}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -28,7 +29,17 @@ func sessionFlags() []cli.Flag {
 		&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
 		configFileFlag(),
 		&cli.DurationFlag{Name: "linger", Value: session.DefaultLinger, Usage: "how long a Domain this command starts stays up with no session (`DURATION`, 0 = stop with the last session)"},
+		&cli.BoolFlag{Name: "trace-start", Usage: "print on stderr when each part of the start or join happened, in ms since the command began"},
 	}
+}
+
+// startTrace returns the --trace-start trace of c, nil when not asked
+// for; its times count from began.
+func startTrace(c *cli.Context, began time.Time) *session.StartTrace {
+	if !c.Bool("trace-start") {
+		return nil
+	}
+	return session.NewStartTrace(stderrOf(c), began)
 }
 
 func startCommand() *cli.Command {
@@ -103,13 +114,14 @@ func resolveTarget(c *cli.Context) (*session.Target, *config.ResolvedDomainConfi
 // attach starts or joins t's Domain and registers a session on it.
 // Progress goes to stderr when stderr is a terminal and the start takes
 // longer than session.ProgressDelay.
-func attach(ctx context.Context, c *cli.Context, t *session.Target) (*session.Session, error) {
+func attach(ctx context.Context, c *cli.Context, t *session.Target, trace *session.StartTrace) (*session.Session, error) {
 	var progress session.Progress
 	if session.IsTerminal(int(os.Stderr.Fd())) && stderrOf(c) == os.Stderr {
 		progress = session.NewPrinter(os.Stderr, session.ProgressDelay)
 	}
 	a := session.NewAttacher(coordinatorBinary, progress)
 	a.Kept = func(k session.KeptPaths) { printKept(stderrOf(c), t, k) }
+	a.Trace = trace
 	t.Session = ids.SessionID(ids.New())
 	client, _, err := a.Attach(ctx, t)
 	if err != nil {
@@ -120,6 +132,7 @@ func attach(ctx context.Context, c *cli.Context, t *session.Target) (*session.Se
 		client.Close()
 		return nil, fail(c, "%v", err)
 	}
+	trace.Mark("session registered")
 	return s, nil
 }
 
@@ -128,12 +141,14 @@ func runStart(c *cli.Context) error {
 	if !session.IsTerminal(int(in.Fd())) {
 		return fail(c, "start needs a terminal on standard input; for scripts use: lazaret-cli exec --profile %s -- ARGV...", c.String("profile"))
 	}
+	trace := startTrace(c, time.Now())
 	t, cfg, err := resolveTarget(c)
 	if err != nil {
 		return err
 	}
 	image := cfg.Image()
 	cfg.Close()
+	trace.Mark("configuration resolved")
 	argv := c.Args().Slice()
 	if len(argv) == 0 {
 		if argv, err = session.DefaultArgv(t.StorageRoot, image); err != nil {
@@ -141,7 +156,7 @@ func runStart(c *cli.Context) error {
 		}
 	}
 	ctx := c.Context
-	s, err := attach(ctx, c, t)
+	s, err := attach(ctx, c, t, trace)
 	if err != nil {
 		return err
 	}

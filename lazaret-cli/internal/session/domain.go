@@ -153,6 +153,9 @@ type Attacher[C Publisher] struct {
 	Live func(t *Target) (string, error)
 	// Progress is told about steps and waits; nil shows nothing.
 	Progress Progress
+	// Trace, when set, is told when each step begins and ends
+	// (--trace-start).
+	Trace *StartTrace
 	// Kept is told, once the Domain a spawned coordinator started is
 	// ready, which host paths it kept isolated only because an earlier
 	// generation isolated them; nil ignores them.
@@ -260,14 +263,20 @@ func (a *Attacher[C]) Attach(ctx context.Context, t *Target) (conn C, spawned bo
 			}
 			fallthrough
 		case actSpawn:
+			a.Trace.Mark("Domain lock taken: starting a coordinator")
 			if err := a.spawn(ctx, t, lock); err != nil {
 				return zero, true, err
 			}
+			a.Trace.Mark("coordinator ready")
 			c, err := a.join(ctx, t)
+			if err == nil {
+				a.Trace.Mark("control channel connected")
+			}
 			return c, true, err
 		case actJoin:
 			c, err := a.join(ctx, t)
 			if err == nil {
+				a.Trace.Mark("control channel connected to the running Domain")
 				return c, false, nil
 			}
 			var mismatch *MismatchError
@@ -408,14 +417,17 @@ func (a *Attacher[C]) spawn(ctx context.Context, t *Target, lock *Lock) error {
 	// Reap the coordinator if it exits while this process lives; it is
 	// detached (its own session) and outlives the CLI otherwise.
 	go func() { _ = cmd.Wait() }()
-	var step func(string)
-	if a.Progress != nil {
-		step = a.Progress.Step
+	a.Trace.Mark("coordinator spawned")
+	step := func(name string) {
+		a.Trace.StepBegan(name)
+		if a.Progress != nil {
+			a.Progress.Step(name)
+		}
 	}
 	done := make(chan error, 1)
 	var kept KeptPaths
 	go func() {
-		done <- startup.Read(r, startup.Handlers{Step: step, Kept: kept.add, KeptMore: kept.more})
+		done <- startup.Read(r, startup.Handlers{Step: step, Done: a.Trace.StepDone, Kept: kept.add, KeptMore: kept.more})
 	}()
 	select {
 	case err = <-done:

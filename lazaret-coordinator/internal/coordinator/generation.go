@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,7 +96,11 @@ func newGeneration(s *scope, env participantEnv) (*generation, error) {
 	return g, nil
 }
 
-// start runs the start order, reporting each step.
+// start runs the start order, reporting each step as it begins and ends:
+// a step begins once every step it needs is done (plan.go, Needs), so
+// steps that need nothing of each other overlap. After a failure nothing
+// more begins, the steps under way are cancelled and awaited, and the
+// first failure is returned.
 func (g *generation) start(ctx context.Context, rep *report) error {
 	s := g.s
 	if err := s.makeDirs(); err != nil {
@@ -104,20 +109,73 @@ func (g *generation) start(ctx context.Context, rep *report) error {
 	if err := takeReviewBaseline(s); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var steps []Step
 	for _, p := range g.order {
-		step := p.Step()
-		rep.step(step)
-		g.mu.Lock()
-		g.started = append(g.started, p)
-		g.mu.Unlock()
-		t0 := time.Now()
-		if err := p.Start(ctx); err != nil {
-			return &stepError{Step: step, Err: err}
-		}
-		s.trace.stepDone(step)
-		s.log.Info("step done", "step", step.String(), "seconds", time.Since(t0).Seconds())
+		steps = append(steps, p.Step())
 	}
-	return nil
+	type ended struct {
+		step Step
+		err  error
+	}
+	results := make(chan ended)
+	done := map[Step]bool{}
+	pending := slices.Clone(g.order)
+	running := 0
+	var first error
+	for {
+		for i := 0; first == nil && i < len(pending); {
+			p := pending[i]
+			if !allDone(Needs(p.Step(), steps), done) {
+				i++
+				continue
+			}
+			pending = slices.Delete(pending, i, i+1)
+			step := p.Step()
+			rep.step(step)
+			g.mu.Lock()
+			g.started = append(g.started, p)
+			g.mu.Unlock()
+			running++
+			go func() {
+				t0 := time.Now()
+				err := p.Start(ctx)
+				if err == nil {
+					s.trace.stepDone(step)
+					s.log.Info("step done", "step", step.String(), "seconds", time.Since(t0).Seconds())
+					rep.stepDone(step)
+				}
+				results <- ended{step, err}
+			}()
+		}
+		if running == 0 {
+			break
+		}
+		r := <-results
+		running--
+		if r.err != nil {
+			if first == nil {
+				first = &stepError{Step: r.step, Err: r.err}
+				cancel()
+			}
+			continue
+		}
+		done[r.step] = true
+	}
+	if first == nil && len(pending) > 0 {
+		return fmt.Errorf("the start order cannot begin %v: a step it needs is missing", pending[0].Step())
+	}
+	return first
+}
+
+func allDone(steps []Step, done map[Step]bool) bool {
+	for _, st := range steps {
+		if !done[st] {
+			return false
+		}
+	}
+	return true
 }
 
 // releaseAll releases every begun participant in the reverse of the start
@@ -127,6 +185,9 @@ func (g *generation) releaseAll() error {
 	g.mu.Lock()
 	started := append([]participant(nil), g.started...)
 	g.mu.Unlock()
+	// Steps that overlapped began in either order; release follows the
+	// model's order all the same.
+	slices.SortStableFunc(started, func(a, b participant) int { return int(a.Step()) - int(b.Step()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i := len(started) - 1; i >= 0; i-- {

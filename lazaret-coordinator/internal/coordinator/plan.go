@@ -51,6 +51,37 @@ var stepRoles = map[Step][]domainstore.Role{
 	StepPublish:    {domainstore.RolePublication},
 }
 
+// stepNeeds are the steps each step waits for. They are the model's
+// enabling conditions (tla/Lazaret.tla: StartSidecar needs the State
+// Anchor mounted and the trust anchor created, StartRuntimeSupervisor the
+// sidecar Ready, PublishDomain everything) and the physical design's:
+// the State Anchor mounts the prepared lower, the view's daemon runs in
+// the anchor's namespaces, and the sandbox mounts the lower, the view and
+// the credential bundle. Steps that need nothing of each other run at the
+// same time: the lease with the trust anchor, and the view with the
+// network. The model orders the sandbox after the network's readiness, so
+// the sandbox's boot does not overlap the readiness proof.
+var stepNeeds = map[Step][]Step{
+	StepPrepare:    nil,
+	StepAnchor:     {StepPrepare},
+	StepTrust:      nil,
+	StepGitRouting: {StepAnchor},
+	StepNetwork:    {StepAnchor, StepTrust},
+	StepSandbox:    {StepPrepare, StepAnchor, StepTrust, StepGitRouting, StepNetwork},
+	StepPublish:    {StepSandbox, StepTrust},
+}
+
+// Needs returns the steps of order that step waits for.
+func Needs(step Step, order []Step) []Step {
+	var out []Step
+	for _, n := range stepNeeds[step] {
+		if slices.Contains(order, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // RecoveryOrder is the order in which a recovering coordinator releases
 // an earlier generation's participants from their records: the reverse of
 // the start order, so the model's RecoverSandbox, then the network

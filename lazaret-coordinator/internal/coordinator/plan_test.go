@@ -200,3 +200,38 @@ func TestRecoveryOrder(t *testing.T) {
 		}
 	}
 }
+
+// Every step needs only steps that come before it in the start order, so
+// the overlapping start can always proceed, and the model's enabling
+// conditions are among the needs.
+func TestNeeds(t *testing.T) {
+	for _, in := range []PlanInput{{}, {NetworkSidecar: true}, {GitRoutingDaemon: true, NetworkSidecar: true}} {
+		order := StartOrder(in)
+		for i, st := range order {
+			for _, n := range Needs(st, order) {
+				if j := slices.Index(order, n); j < 0 || j >= i {
+					t.Errorf("%+v: %v needs %v, which does not come before it", in, st, n)
+				}
+			}
+		}
+	}
+	full := StartOrder(PlanInput{NetworkSidecar: true})
+	model := map[Step][]Step{
+		// StartSidecar: the State Anchor mounted, the trust anchor created.
+		StepNetwork: {StepAnchor, StepTrust},
+		// StartRuntimeSupervisor: the sidecar Ready.
+		StepSandbox: {StepNetwork},
+		// PublishDomain: the sandbox Ready, the trust anchor created.
+		StepPublish: {StepSandbox, StepTrust},
+	}
+	for st, want := range model {
+		for _, n := range want {
+			if !slices.Contains(Needs(st, full), n) {
+				t.Errorf("%v does not wait for %v, which the model requires", st, n)
+			}
+		}
+	}
+	if got := Needs(StepSandbox, StartOrder(PlanInput{})); slices.Contains(got, StepNetwork) {
+		t.Errorf("without a sidecar the sandbox still waits for the network: %v", got)
+	}
+}

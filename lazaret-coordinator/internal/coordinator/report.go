@@ -25,6 +25,9 @@ func newReport(f *os.File) *report {
 // step reports progress.
 func (r *report) step(s Step) { r.progress(s.String()) }
 
+// stepDone reports the end of a step of the start order.
+func (r *report) stepDone(s Step) { r.w.Done(s.String()) }
+
 // progress reports a named step, such as "recover", which comes before
 // the start order.
 func (r *report) progress(name string) { r.w.Step(name) }
