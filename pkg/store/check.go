@@ -118,6 +118,7 @@ func checkFile(path string, want Schema, lockTimeout time.Duration) checkReport 
 // that crashes, is killed or overruns timeout reports damage: a healthy
 // store cannot make bbolt crash.
 func deepCheck(path string, want Schema, lockTimeout, timeout time.Duration) error {
+	deepChecks.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/proc/self/exe", path, want.ID, strconv.FormatUint(want.Version, 10),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -54,6 +55,8 @@ type DB struct {
 	// reserve keeps Reserve bytes allocated past the end of a writable
 	// store's file (reserve.go); nil when read-only.
 	reserve *reserve
+	// commitFailed is set when a transaction's commit failed.
+	commitFailed atomic.Bool
 }
 
 // Open opens the store file at path for schema.
@@ -82,8 +85,16 @@ func Open(path string, schema Schema, opts Options) (*DB, error) {
 	if err := precheck(path); err != nil {
 		return nil, err
 	}
-	if err := deepCheck(path, schema, opts.LockTimeout, opts.CheckTimeout); err != nil {
-		return nil, err
+	// The state is read before the check: a write between the two makes
+	// the recorded state one the file never shows again (verified.go).
+	if st, same := unchangedSinceVerified(path); !same {
+		forget(path)
+		if err := deepCheck(path, schema, opts.LockTimeout, opts.CheckTimeout); err != nil {
+			return nil, err
+		}
+		if st.ino != 0 {
+			remember(path, st)
+		}
 	}
 	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: opts.ReadOnly, Timeout: opts.LockTimeout})
 	if err != nil {
@@ -233,10 +244,19 @@ func (db *DB) Schema() Schema { return db.schema }
 // ReadOnly reports whether writes are refused.
 func (db *DB) ReadOnly() bool { return db.readOnly }
 
-// Close releases the file and its lock.
+// Close releases the file and its lock. While the lock is still held,
+// the file's state after this process's own transactions is recorded as
+// verified (verified.go), unless a commit failed.
 func (db *DB) Close() error {
 	if db.reserve != nil {
 		db.reserve.close()
+	}
+	if db.commitFailed.Load() {
+		forget(db.path)
+	} else if st, err := stateOf(db.path); err == nil {
+		remember(db.path, st)
+	} else {
+		forget(db.path)
 	}
 	return db.bolt.Close()
 }
@@ -252,7 +272,17 @@ func (db *DB) Update(fn func(tx *bolt.Tx) error) error {
 	if db.readOnly {
 		return fmt.Errorf("store file %q: %w", db.path, ErrReadOnly)
 	}
-	err := db.bolt.Update(fn)
+	fnDone := false
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		ferr := fn(tx)
+		fnDone = ferr == nil
+		return ferr
+	})
+	if err != nil && fnDone {
+		// fn succeeded and the commit did not: what is on disk is no
+		// longer what this process verified.
+		db.commitFailed.Store(true)
+	}
 	if db.reserve != nil {
 		db.reserve.renew()
 	}

@@ -32,7 +32,9 @@
 // main. A checker that crashes, or overruns its timeout, reports damage.
 // Only after the child passes the file is opened for use (read-write unless
 // ReadOnly, with a timeout on bbolt's file lock) and the metadata is
-// compared once more under the lock.
+// compared once more under the lock. A process does not run the child
+// again for a file that nothing has written since it was checked or since
+// this process closed it after its own transactions (verified.go).
 //
 // A damaged store is never reinitialised or repaired. It is reported, and
 // moved aside by Quarantine only on explicit request; a schema mismatch is
