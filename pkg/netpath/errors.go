@@ -15,7 +15,7 @@ var (
 	ErrReachable        = errors.New("reachable from inside the enforcement path")
 	ErrUnreachable      = errors.New("unreachable from inside the enforcement path")
 	ErrNotRefused       = errors.New("not refused by the enforcement path")
-	ErrNotProbeable     = errors.New("never reaches the enforcement path, so its refusal cannot be observed")
+	ErrNotProbeable     = errors.New("a TCP SYN to it never reaches the enforcement path")
 	ErrNotResolved      = errors.New("not resolved through its resolver")
 	ErrDNSResponse      = errors.New("malformed DNS response")
 )

@@ -226,6 +226,10 @@ func TestProbeNamesFailingTarget(t *testing.T) {
 			netpolicy.TargetDenied, "127.0.0.1:80", netpath.ErrNotProbeable, "loopback"},
 		{"denied target is the sandbox", netpolicy.Targets{Denied: dst("10.255.255.2:80"), Permitted: permitted, DNS: dns},
 			netpolicy.TargetDenied, "10.255.255.2:80", netpath.ErrNotProbeable, "link"},
+		// Allowed by a /32, but it is the sandbox's own address: the
+		// namespace would reset the SYN itself.
+		{"permitted target is the sandbox", netpolicy.Targets{Denied: denied, Permitted: dst("10.255.255.2:80"), DNS: dns},
+			netpolicy.TargetPermitted, "10.255.255.2:80", netpath.ErrNotProbeable, "link"},
 		{"permitted target denied by the path", netpolicy.Targets{Denied: denied, Permitted: dst("203.0.113.200:80"), DNS: dns},
 			netpolicy.TargetPermitted, "203.0.113.200:80", netpath.ErrUnreachable, "timed out"},
 		{"permitted target silent", netpolicy.Targets{Denied: denied, Permitted: dst("198.51.100.37:80"), DNS: dns},

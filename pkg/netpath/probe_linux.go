@@ -325,9 +325,10 @@ type Observations struct {
 }
 
 // neverLeaves names the destinations to which a SYN from the sandbox
-// namespace never reaches the enforcement path, so that no probe rule can
-// observe it refused: the namespace answers them itself or refuses to
-// send.
+// namespace never reaches the enforcement path: the namespace answers
+// them itself or refuses to send. No probe rule can observe such a target
+// refused, and a reset from the namespace itself must not pass for a
+// permitted target's answer.
 func (p *Path) neverLeaves(a netip.Addr) string {
 	switch {
 	case a.IsLoopback():
@@ -359,6 +360,13 @@ func (p *Path) neverLeaves(a netip.Addr) string {
 func (p *Path) Probe(ctx context.Context, t netpolicy.Targets, cfg ProbeConfig) (_ *Observations, err error) {
 	if len(t.Denied) > maxDeniedProbes {
 		return nil, fmt.Errorf("running readiness probes: %d denied targets, at most %d", len(t.Denied), maxDeniedProbes)
+	}
+	// A reset from the sandbox namespace itself would pass for a remote
+	// host's (permitted) and can never be a deny rule's (denied).
+	for _, dst := range t.Permitted {
+		if why := p.neverLeaves(dst.Address); why != "" {
+			return nil, &netpolicy.TargetError{Kind: netpolicy.TargetPermitted, Target: dst.String(), Detail: why, Err: ErrNotProbeable}
+		}
 	}
 	probes := make([]nftplan.DeniedProbe, len(t.Denied))
 	for i, dst := range t.Denied {

@@ -368,7 +368,7 @@ func TestSidecarReadinessFailureNamesTarget(t *testing.T) {
 		// namespace, so no deny rule can be seen refusing it.
 		{"denied target never leaves", func(tg *netpolicy.Targets) {
 			tg.Denied = append([]netpolicy.Destination{{Address: a("127.0.0.1"), Port: 80}}, tg.Denied...)
-		}, "readiness denied target 127.0.0.1:80: never reaches the enforcement path"},
+		}, "readiness denied target 127.0.0.1:80: a TCP SYN to it never reaches the enforcement path"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
