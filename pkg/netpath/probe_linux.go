@@ -298,17 +298,18 @@ type DeniedEvidence struct {
 // the socket, and only the counter tells them apart.
 func (e DeniedEvidence) Unreachable() bool { return e.Outcome != Connected && e.Refusals > 0 }
 
-// failure explains why the evidence is not a proof.
-func (e DeniedEvidence) failure() (error, string) {
+// failure explains why the evidence is not a proof: a detail for the
+// message and the sentinel error; nil when it is one.
+func (e DeniedEvidence) failure() (string, error) {
 	switch {
 	case e.Outcome == Connected:
-		return ErrReachable, "TCP handshake completed"
+		return "TCP handshake completed", ErrReachable
 	case e.Refusals > 0:
-		return nil, ""
+		return "", nil
 	case e.Outcome == Refused:
-		return ErrReachable, "TCP connect refused by a host behind the enforcement path; its deny rule counted no SYN"
+		return "TCP connect refused by a host behind the enforcement path; its deny rule counted no SYN", ErrReachable
 	}
-	return ErrNotRefused, "TCP connect " + e.Outcome.String() + "; its deny rule counted no SYN"
+	return "TCP connect " + e.Outcome.String() + "; its deny rule counted no SYN", ErrNotRefused
 }
 
 // Observations are the results of probing every readiness target, in the
@@ -357,7 +358,7 @@ func (p *Path) neverLeaves(a netip.Addr) string {
 // ended, the rules are read back for their counters and deleted in one
 // batch, and VerifyRuleset checks that the ruleset is exactly the plan
 // again; Probe fails otherwise.
-func (p *Path) Probe(ctx context.Context, t netpolicy.Targets, cfg ProbeConfig) (_ *Observations, err error) {
+func (p *Path) Probe(ctx context.Context, t netpolicy.Targets, cfg ProbeConfig) (*Observations, error) {
 	if len(t.Denied) > maxDeniedProbes {
 		return nil, fmt.Errorf("running readiness probes: %d denied targets, at most %d", len(t.Denied), maxDeniedProbes)
 	}
@@ -484,9 +485,9 @@ func (p *Path) Probe(ctx context.Context, t netpolicy.Targets, cfg ProbeConfig) 
 func (o *Observations) Check() error {
 	for _, d := range o.Denied {
 		if !d.Unreachable {
-			err, detail := o.Evidence[d.Destination].failure()
+			detail, err := o.Evidence[d.Destination].failure()
 			if err == nil {
-				err, detail = ErrReachable, "no proof recorded"
+				detail, err = "no proof recorded", ErrReachable
 			}
 			return &netpolicy.TargetError{Kind: netpolicy.TargetDenied, Target: d.Destination.String(), Detail: detail, Err: err}
 		}
