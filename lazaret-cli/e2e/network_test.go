@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"lazaret.dev/pkg/netlab"
 )
@@ -88,30 +89,47 @@ func TestNetworkThroughCLI(t *testing.T) {
 	}
 }
 
-// TestReadinessFailureStopsStart: a permitted target nobody answers fails
-// the start with an error naming it, and nothing runs afterwards.
+// TestReadinessFailureStopsStart: a readiness target the enforcement path
+// does not treat as configured fails the start with an error naming it,
+// and nothing runs afterwards: a permitted target nobody answers, and a
+// DNS target whose resolver (allowed, listed) never answers.
 func TestReadinessFailureStopsStart(t *testing.T) {
-	s := newSandbox(t)
-	defer s.waitTeardown()
-	b, err := os.ReadFile(s.config)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, line, with, names string
+	}{
+		{"permitted target silent",
+			`permitted = [{ address = "198.51.100.1", port = 443 }]`,
+			`permitted = [{ address = "198.51.100.1", port = 443 }, { address = "198.51.100.37", port = 443 }]`,
+			"198.51.100.37:443"},
+		{"dns target silent",
+			`dns = [{ resolver = "198.51.100.53", query = "example.com" }]`,
+			`dns = [{ resolver = "198.51.100.53", query = "example.com" }, { resolver = "198.51.100.98", query = "example.com" }]`,
+			`"example.com" via 198.51.100.98`},
 	}
-	missing := "198.51.100.37"
-	cfg := strings.Replace(string(b), `permitted = [{ address = "198.51.100.1", port = 443 }]`,
-		`permitted = [{ address = "198.51.100.1", port = 443 }, { address = "`+missing+`", port = 443 }]`, 1)
-	if cfg == string(b) {
-		t.Fatal("the test configuration has no permitted target to extend")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSandbox(t)
+			defer s.waitTeardown()
+			b, err := os.ReadFile(s.config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := strings.Replace(string(b), tc.line, tc.with, 1)
+			if cfg == string(b) {
+				t.Fatalf("the test configuration has no line %s to extend", tc.line)
+			}
+			if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			out, errOut, code := s.exec("echo", "must-not-run")
+			if code == 0 || strings.Contains(out, "must-not-run") {
+				t.Fatalf("exec succeeded without network readiness: code %d stdout %q", code, out)
+			}
+			if !strings.Contains(errOut, tc.names) {
+				t.Fatalf("the error does not name %s:\n%s", tc.names, errOut)
+			}
+			t.Logf("exec failed as it must after %v: %s", time.Since(began), strings.TrimSpace(errOut))
+		})
 	}
-	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, errOut, code := s.exec("echo", "must-not-run")
-	if code == 0 || strings.Contains(out, "must-not-run") {
-		t.Fatalf("exec succeeded without network readiness: code %d stdout %q", code, out)
-	}
-	if !strings.Contains(errOut, missing+":443") {
-		t.Fatalf("the error does not name %s:443:\n%s", missing, errOut)
-	}
-	t.Logf("exec failed as it must: %s", strings.TrimSpace(errOut))
 }

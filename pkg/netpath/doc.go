@@ -8,7 +8,20 @@
 // it in one batch and reads it back (Install, VerifyRuleset), the
 // namespace, link, address, route and sysctl steps (Build), the wait for
 // the connectivity helper's upstream interface (WaitUpstream), and the
-// readiness probes (Probe) with their minimal DNS client.
+// readiness probes (Path.Probe) with their minimal DNS client and the
+// executor of their temporary probe rules (InstallProbeRules,
+// RemoveProbeRules).
+//
+// # Readiness proof
+//
+// Path.Probe proves each target by an observation, never by a timeout: a
+// denied target by the counter of its probe rule in the deny chain (the
+// probe's SYN reached the deny verdict and was reset) with no completed
+// handshake; a permitted target by a completed handshake or a reset from
+// a host behind the path; a DNS target by an answer with the query's ID
+// and question. The probe rules are inserted in one batch before any
+// denied probe sends, read back and deleted in one batch after the last
+// one ends, and VerifyRuleset must then find exactly the plan again.
 //
 // What does not: planning the ruleset (pkg/nftplan), the policy and
 // readiness records (pkg/netpolicy), starting the connectivity helper or

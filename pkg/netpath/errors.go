@@ -14,6 +14,8 @@ var (
 	ErrBadLink          = errors.New("link prefix must be an IPv4 /30 network")
 	ErrReachable        = errors.New("reachable from inside the enforcement path")
 	ErrUnreachable      = errors.New("unreachable from inside the enforcement path")
+	ErrNotRefused       = errors.New("not refused by the enforcement path")
+	ErrNotProbeable     = errors.New("a TCP SYN to it never reaches the enforcement path")
 	ErrNotResolved      = errors.New("not resolved through its resolver")
 	ErrDNSResponse      = errors.New("malformed DNS response")
 )

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,7 +109,7 @@ func TestPathEnforcesPolicy(t *testing.T) {
 	}
 
 	start := time.Now()
-	obs, err := netpath.Probe(context.Background(), path.Sandbox, labTargets, netpath.DefaultProbeConfig)
+	obs, err := path.Probe(context.Background(), labTargets, netpath.DefaultProbeConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +120,17 @@ func TestPathEnforcesPolicy(t *testing.T) {
 	if got := obs.DNS[0].ResolvedAddresses; len(got) != 1 || got[0] != a("198.51.100.10") {
 		t.Fatalf("svc.lab.test resolved to %v", got)
 	}
+	// Every denied target was refused by its own probe rule, whichever
+	// step of the policy denied it (deny prefix, structural range).
+	for i, dst := range labTargets.Denied {
+		ev := obs.Evidence[dst]
+		want := netip.AddrPortFrom(netpath.DefaultLink.Addr().Next().Next(), uint16(netpath.DeniedProbePortBase+i))
+		if ev.Probe.Source != want || ev.Refusals != 1 || ev.Outcome != netpath.Refused || !ev.Unreachable() {
+			t.Errorf("denied %v: evidence %+v, want one SYN from %v refused by its rule", dst, ev, want)
+		}
+	}
+	// The probe rules are gone and the ruleset is the plan again.
+	checkNoProbeRules(t, path)
 
 	tests := []struct {
 		name string
@@ -161,34 +173,120 @@ func TestPathEnforcesPolicy(t *testing.T) {
 	})
 }
 
+// checkNoProbeRules fails unless the installed ruleset is exactly the
+// plan, with no probe rule left in the deny chain.
+func checkNoProbeRules(t *testing.T, path *netpath.Path) {
+	t.Helper()
+	if err := netpath.VerifyRuleset(path.Enforcement, path.Plan); err != nil {
+		t.Fatalf("ruleset after probing: %v", err)
+	}
+	left, err := netpath.RemoveProbeRules(path.Enforcement, path.Plan)
+	if err != nil || len(left) != 0 {
+		t.Fatalf("probe rules left after probing: %v, %v", left, err)
+	}
+}
+
+// TestProbeNamesFailingTarget: every way a target can contradict the
+// policy fails the proof naming that target, and the probe rules are gone
+// afterwards in every case. Probe does not apply Decider.CheckTargets (the
+// sidecar does, before installing), so a denied target the policy allows
+// stands here for an enforcement path that lets a denied SYN through.
 func TestProbeNamesFailingTarget(t *testing.T) {
 	if !netlab.Enter(t) {
 		return
 	}
 	path := buildLab(t)
-	targets := netpolicy.Targets{
-		Denied:    []netpolicy.Destination{{Address: a("198.51.100.10"), Port: 80}},
-		Permitted: []netpolicy.Destination{{Address: a("203.0.113.10"), Port: 80}},
-		DNS:       []netpolicy.DNSTarget{{Resolver: a("192.0.2.53"), Query: "svc.lab.test"}},
+	dns := []netpolicy.DNSTarget{{Resolver: a("192.0.2.53"), Query: "svc.lab.test"}}
+	permitted := []netpolicy.Destination{{Address: a("198.51.100.10"), Port: 80}}
+	denied := []netpolicy.Destination{{Address: a("10.9.9.9"), Port: 80}}
+	dst := func(s string) []netpolicy.Destination {
+		d := ap(s)
+		return []netpolicy.Destination{{Address: d.Addr(), Port: d.Port()}}
 	}
-	obs, err := netpath.Probe(context.Background(), path.Sandbox, targets, netpath.DefaultProbeConfig)
+	tests := []struct {
+		name    string
+		targets netpolicy.Targets
+		kind    netpolicy.TargetKind
+		target  string
+		err     error
+		detail  string
+	}{
+		// The SYN is accepted and a host completes the handshake.
+		{"denied target answers", netpolicy.Targets{Denied: dst("198.51.100.10:80"), Permitted: permitted, DNS: dns},
+			netpolicy.TargetDenied, "198.51.100.10:80", netpath.ErrReachable, "handshake completed"},
+		// The SYN is accepted and the host resets it: the socket sees the
+		// same ECONNREFUSED as a probe rule's reset, the counter does not.
+		{"denied target resets", netpolicy.Targets{Denied: dst("198.51.100.10:81"), Permitted: permitted, DNS: dns},
+			netpolicy.TargetDenied, "198.51.100.10:81", netpath.ErrReachable, "counted no SYN"},
+		// The SYN is accepted and lost beyond the path: silence is not a
+		// refusal.
+		{"denied target silent", netpolicy.Targets{Denied: dst("198.51.100.37:80"), Permitted: permitted, DNS: dns},
+			netpolicy.TargetDenied, "198.51.100.37:80", netpath.ErrNotRefused, "timed out"},
+		{"denied target on loopback", netpolicy.Targets{Denied: dst("127.0.0.1:80"), Permitted: permitted, DNS: dns},
+			netpolicy.TargetDenied, "127.0.0.1:80", netpath.ErrNotProbeable, "loopback"},
+		{"denied target is the sandbox", netpolicy.Targets{Denied: dst("10.255.255.2:80"), Permitted: permitted, DNS: dns},
+			netpolicy.TargetDenied, "10.255.255.2:80", netpath.ErrNotProbeable, "link"},
+		// Allowed by a /32, but it is the sandbox's own address: the
+		// namespace would reset the SYN itself.
+		{"permitted target is the sandbox", netpolicy.Targets{Denied: denied, Permitted: dst("10.255.255.2:80"), DNS: dns},
+			netpolicy.TargetPermitted, "10.255.255.2:80", netpath.ErrNotProbeable, "link"},
+		{"permitted target denied by the path", netpolicy.Targets{Denied: denied, Permitted: dst("203.0.113.200:80"), DNS: dns},
+			netpolicy.TargetPermitted, "203.0.113.200:80", netpath.ErrUnreachable, "timed out"},
+		{"permitted target silent", netpolicy.Targets{Denied: denied, Permitted: dst("198.51.100.37:80"), DNS: dns},
+			netpolicy.TargetPermitted, "198.51.100.37:80", netpath.ErrUnreachable, "timed out"},
+		// The path drops DNS to an unlisted resolver: no answer comes.
+		{"dns silent", netpolicy.Targets{Denied: denied, Permitted: permitted,
+			DNS: []netpolicy.DNSTarget{{Resolver: a("192.0.2.99"), Query: "svc.lab.test"}}},
+			netpolicy.TargetDNS, `"svc.lab.test" via 192.0.2.99`, netpath.ErrNotResolved, "no A record"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			began := time.Now()
+			obs, err := path.Probe(context.Background(), tc.targets, netpath.DefaultProbeConfig)
+			if err == nil {
+				err = obs.Check()
+			}
+			t.Logf("failed after %v: %v", time.Since(began), err)
+			var te *netpolicy.TargetError
+			if !errors.As(err, &te) || te.Kind != tc.kind || te.Target != tc.target || !errors.Is(err, tc.err) ||
+				!strings.Contains(te.Detail, tc.detail) {
+				t.Fatalf("proof = %v; want a %s-target error naming %s: %v (%s)", err, tc.kind, tc.target, tc.err, tc.detail)
+			}
+			checkNoProbeRules(t, path)
+		})
+	}
+}
+
+// TestProbeRulesVisibleUntilRemoved: a probe rule left in the deny chain
+// is a ruleset mismatch, and RemoveProbeRules takes exactly the probe
+// rules out, with their counters.
+func TestProbeRulesVisibleUntilRemoved(t *testing.T) {
+	if !netlab.Enter(t) {
+		return
+	}
+	path := buildLab(t)
+	probe := nftplan.DeniedProbe{Source: ap("10.255.255.2:20000"), Destination: ap("10.9.9.9:80")}
+	rules, err := path.Plan.ProbeRules([]nftplan.DeniedProbe{probe})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = obs.Check()
-	var te *netpolicy.TargetError
-	if !errors.As(err, &te) || te.Target != "198.51.100.10:80" || !errors.Is(err, netpath.ErrReachable) {
-		t.Fatalf("Check = %v, want a denied-target error naming 198.51.100.10:80", err)
-	}
-	targets.Denied = nil
-	targets.Permitted = []netpolicy.Destination{{Address: a("203.0.113.200"), Port: 80}}
-	obs, err = netpath.Probe(context.Background(), path.Sandbox, targets, netpath.ProbeConfig{ConnectTimeout: 500 * time.Millisecond, DNSTimeout: time.Second, DNSAttempts: 1})
-	if err != nil {
+	if err := netpath.InstallProbeRules(path.Enforcement, path.Plan, rules); err != nil {
 		t.Fatal(err)
 	}
-	if err := obs.Check(); !errors.Is(err, netpath.ErrUnreachable) || !errors.As(err, &te) || te.Target != "203.0.113.200:80" {
-		t.Fatalf("Check = %v, want a permitted-target error naming 203.0.113.200:80", err)
+	var re *netpath.RulesetError
+	if err := netpath.VerifyRuleset(path.Enforcement, path.Plan); !errors.As(err, &re) || !strings.Contains(re.What, nftplan.ChainDeny) {
+		t.Fatalf("VerifyRuleset with a probe rule installed = %v, want a mismatch in chain %s", err, nftplan.ChainDeny)
 	}
+	// A SYN of another four-tuple is not the probe's: it is dropped, not
+	// reset, and the rule does not count it.
+	if got := netlab.Dial(t, path.Sandbox, ap("10.9.9.9:80"), 300*time.Millisecond); got != netpath.TimedOut {
+		t.Fatalf("unprobed connect to a denied host: %v, want timed out", got)
+	}
+	counted, err := netpath.RemoveProbeRules(path.Enforcement, path.Plan)
+	if err != nil || len(counted) != 1 || counted[probe] != 0 {
+		t.Fatalf("RemoveProbeRules = %v, %v; want the one probe with nothing counted", counted, err)
+	}
+	checkNoProbeRules(t, path)
 }
 
 func TestEnforcementGoneFailsClosed(t *testing.T) {
@@ -339,8 +437,9 @@ func BenchmarkInstall1000(b *testing.B) {
 }
 
 // BenchmarkReadinessProof measures one full readiness proof (five denied
-// targets waiting out a 500 ms connect timeout, three permitted, one DNS
-// query) against the lab internet. Namespaces are reached only through
+// targets refused by their probe rules, three permitted, one DNS query,
+// the probe rules inserted, read back, deleted and the ruleset verified)
+// against the lab internet. Namespaces are reached only through
 // descriptors, so as root it runs without re-executing.
 func BenchmarkReadinessProof(b *testing.B) {
 	if !netlab.Inside() {
@@ -348,9 +447,8 @@ func BenchmarkReadinessProof(b *testing.B) {
 	}
 	b.ReportAllocs()
 	path := buildLab(b)
-	cfg := netpath.ProbeConfig{ConnectTimeout: 500 * time.Millisecond, DNSTimeout: time.Second, DNSAttempts: 1}
 	for b.Loop() {
-		obs, err := netpath.Probe(context.Background(), path.Sandbox, labTargets, cfg)
+		obs, err := path.Probe(context.Background(), labTargets, netpath.DefaultProbeConfig)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -18,24 +18,47 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/nftplan"
 )
 
-// ProbeConfig bounds the readiness probes.
+// ProbeConfig bounds the readiness probes. None of the bounds is part of a
+// proof: a denied target is proven by its probe rule's counter, a
+// permitted one by its handshake or reset, a DNS target by its answer. The
+// bounds only decide how long a target that does not behave may take to
+// fail the start.
 type ProbeConfig struct {
 	// ConnectTimeout is how long a TCP connect may take. A permitted
-	// target must complete its handshake within it; a denied target must
-	// not complete it within it.
+	// target must complete its handshake, or be refused by a host behind
+	// the path, within it. A denied target's connect is answered at once
+	// by its probe rule; the bound only ends one whose reset was lost.
 	ConnectTimeout time.Duration
 	// DNSTimeout is how long one DNS attempt waits for its answer.
 	DNSTimeout time.Duration
-	// DNSAttempts is how many queries are sent before a DNS target counts
-	// as unresolved.
+	// DNSAttempts is how many times the query is sent (the same query,
+	// so a late answer to an earlier send still counts) before a DNS
+	// target counts as unresolved.
 	DNSAttempts int
 }
 
-// DefaultProbeConfig suits a local test network and a helper on the same
-// host; the coordinator passes its own.
-var DefaultProbeConfig = ProbeConfig{ConnectTimeout: 2 * time.Second, DNSTimeout: 1500 * time.Millisecond, DNSAttempts: 2}
+// DefaultProbeConfig keeps every failure under a second: a permitted
+// target that does not answer fails after 800 ms, and a DNS query is sent
+// at 0 and 400 ms and given up at 800 ms. A handshake through the
+// connectivity helper costs one round trip to the target (slirp4netns
+// completes the host's connect before it answers the SYN), so any target
+// within a few hundred milliseconds passes; one that needs a retransmitted
+// SYN (Linux retransmits after 1 s) does not, and names itself. The
+// coordinator may pass another ConnectTimeout (netsidecar.Start).
+var DefaultProbeConfig = ProbeConfig{ConnectTimeout: 800 * time.Millisecond, DNSTimeout: 400 * time.Millisecond, DNSAttempts: 2}
+
+// DeniedProbePortBase is the source port of the first denied target's
+// probe; the i-th binds DeniedProbePortBase+i. The ports lie below the
+// sandbox namespace's ephemeral range (32768 and up), so no permitted or
+// DNS probe socket can hold one, and nothing else runs in the namespace
+// before readiness.
+const DeniedProbePortBase = 20000
+
+// maxDeniedProbes keeps the probe ports below the ephemeral range.
+const maxDeniedProbes = 32768 - DeniedProbePortBase
 
 // Outcome is what a TCP connect attempt from the sandbox side showed.
 type Outcome uint8
@@ -43,10 +66,12 @@ type Outcome uint8
 const (
 	// Connected: the handshake completed.
 	Connected Outcome = iota
-	// Refused: a host answered with a reset, so the SYN crossed the path.
+	// Refused: a reset answered the SYN. For a connect that no probe rule
+	// matches (every permitted probe), the enforcement path never sends a
+	// reset, so a host behind the path answered. For a denied probe, the
+	// reset is its probe rule's, which the rule's counter shows.
 	Refused
-	// TimedOut: nothing answered within the timeout; the enforcement
-	// ruleset drops silently, so this is how a denied target looks.
+	// TimedOut: nothing answered within the timeout.
 	TimedOut
 	// NoRoute: the kernel of the sandbox namespace had no way to send the
 	// SYN (network or host unreachable, or refused locally).
@@ -58,7 +83,7 @@ func (o Outcome) String() string {
 	case Connected:
 		return "connected"
 	case Refused:
-		return "refused by the remote host"
+		return "refused by a reset"
 	case TimedOut:
 		return "timed out"
 	case NoRoute:
@@ -67,18 +92,28 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
 
-// Reachable is the probe's definition: a target is reachable when a host
-// behind the path answered, by completing the handshake or by refusing it.
-// A timeout or a local routing failure means unreachable.
+// Reachable is the permitted probe's definition: a target is reachable
+// when a host behind the path answered, by completing the handshake or by
+// refusing it. It holds for a connect that no probe rule matches (see
+// Refused); a denied target is judged by DeniedEvidence instead.
 func (o Outcome) Reachable() bool { return o == Connected || o == Refused }
 
 // Connect attempts one TCP connection to dst from inside the network
 // namespace ns and classifies the result. Errors other than the four
 // outcomes are returned.
 func Connect(ctx context.Context, ns *os.File, dst netip.AddrPort, timeout time.Duration) (Outcome, error) {
+	return connect(ctx, ns, netip.AddrPort{}, dst, timeout)
+}
+
+// connect is Connect from the source address and port src when src is
+// valid (bound before the SYN is sent), from any otherwise.
+func connect(ctx context.Context, ns *os.File, src, dst netip.AddrPort, timeout time.Duration) (Outcome, error) {
 	var out Outcome
 	err := InNetNS(ns, func() error {
 		d := net.Dialer{Timeout: timeout}
+		if src.IsValid() {
+			d.LocalAddr = net.TCPAddrFromAddrPort(src)
+		}
 		c, err := d.DialContext(ctx, "tcp4", dst.String())
 		if err == nil {
 			c.Close()
@@ -107,8 +142,9 @@ func Connect(ctx context.Context, ns *os.File, dst netip.AddrPort, timeout time.
 
 // Resolve sends a DNS query for the A records of name to resolver:53 over
 // UDP from inside ns and returns the IPv4 addresses of the answer, sorted
-// and distinct. No answer within the attempts gives an empty result and
-// no error; a malformed answer is an error.
+// and distinct. Only a response with the query's ID and question counts.
+// No answer within the attempts gives an empty result and no error; a
+// malformed answer is an error.
 func Resolve(ctx context.Context, ns *os.File, resolver netip.Addr, name string, cfg ProbeConfig) ([]netip.Addr, error) {
 	var conn *net.UDPConn
 	err := InNetNS(ns, func() error {
@@ -121,11 +157,13 @@ func Resolve(ctx context.Context, ns *os.File, resolver netip.Addr, name string,
 	}
 	defer conn.Close()
 	buf := make([]byte, 1500)
+	// Every attempt sends the same query, so an answer to an earlier send
+	// that arrives late still matches.
+	id, query, err := EncodeQuery(name)
+	if err != nil {
+		return nil, err
+	}
 	for range max(cfg.DNSAttempts, 1) {
-		id, query, err := EncodeQuery(name)
-		if err != nil {
-			return nil, err
-		}
 		if _, err := conn.Write(query); err != nil {
 			if errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ECONNREFUSED) {
 				return nil, nil
@@ -242,6 +280,38 @@ func DecodeAnswer(msg []byte, id uint16, name string) (addrs []netip.Addr, match
 	return slices.Compact(addrs), true, nil
 }
 
+// DeniedEvidence is what the probe of one denied target observed.
+type DeniedEvidence struct {
+	// Probe is the probe's four-tuple, which its probe rule matched.
+	Probe nftplan.DeniedProbe
+	// Outcome is what the connect showed.
+	Outcome Outcome
+	// Refusals is how many of the probe's SYNs the probe rule counted,
+	// read back from the kernel before the rule was deleted.
+	Refusals uint64
+}
+
+// Unreachable is the denied probe's proof: the handshake did not complete
+// and the probe rule, which only a packet the policy denies can reach,
+// counted the probe's SYN. The connect's error is not evidence: a reset
+// from the probe rule and one from a host behind the path look alike to
+// the socket, and only the counter tells them apart.
+func (e DeniedEvidence) Unreachable() bool { return e.Outcome != Connected && e.Refusals > 0 }
+
+// failure explains why the evidence is not a proof: a detail for the
+// message and the sentinel error; nil when it is one.
+func (e DeniedEvidence) failure() (string, error) {
+	switch {
+	case e.Outcome == Connected:
+		return "TCP handshake completed", ErrReachable
+	case e.Refusals > 0:
+		return "", nil
+	case e.Outcome == Refused:
+		return "TCP connect refused by a host behind the enforcement path; its deny rule counted no SYN", ErrReachable
+	}
+	return "TCP connect " + e.Outcome.String() + "; its deny rule counted no SYN", ErrNotRefused
+}
+
 // Observations are the results of probing every readiness target, in the
 // order the reachability probe requires.
 type Observations struct {
@@ -251,15 +321,70 @@ type Observations struct {
 	// Outcomes holds the connect outcome of every destination target, for
 	// error messages and logs.
 	Outcomes map[netpolicy.Destination]Outcome
+	// Evidence holds what the probe of each denied target observed.
+	Evidence map[netpolicy.Destination]DeniedEvidence
 }
 
-// Probe runs every readiness target from inside the sandbox namespace, in
-// parallel: each denied target must be unreachable, each permitted target
-// reachable (see Outcome.Reachable), each DNS target must resolve through
-// its resolver. It returns the observations; Check reports the first
+// neverLeaves names the destinations to which a SYN from the sandbox
+// namespace never reaches the enforcement path: the namespace answers
+// them itself or refuses to send. No probe rule can observe such a target
+// refused, and a reset from the namespace itself must not pass for a
+// permitted target's answer.
+func (p *Path) neverLeaves(a netip.Addr) string {
+	switch {
+	case a.IsLoopback():
+		return "the sandbox namespace's own loopback answers it"
+	case a.IsUnspecified():
+		return "it means the sandbox namespace itself"
+	case a.IsMulticast(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "TCP does not connect to a multicast or broadcast address"
+	case p.Config.Link.Contains(a) && a != p.Config.Gateway():
+		return "it lies on the link between the sandbox and the enforcement namespace"
+	}
+	return ""
+}
+
+// Probe runs every readiness target from inside the sandbox namespace,
+// all at once: each denied target must be refused by the enforcement
+// path, each permitted target reachable (see Outcome.Reachable), each DNS
+// target must resolve through its resolver. Check reports the first
 // failure.
-func Probe(ctx context.Context, sandbox *os.File, t netpolicy.Targets, cfg ProbeConfig) (*Observations, error) {
-	obs := &Observations{Outcomes: map[netpolicy.Destination]Outcome{}}
+//
+// A denied target is proven by observation, not by waiting. Each denied
+// probe binds its own source port (DeniedProbePortBase + index); before
+// any of them sends, one batch inserts, at the head of the deny chain, a
+// rule per probe that matches exactly that probe's SYN, counts it and
+// answers it with a TCP reset (nftplan.ProbeRules). After every probe has
+// ended, the rules are read back for their counters and deleted in one
+// batch, and VerifyRuleset checks that the ruleset is exactly the plan
+// again; Probe fails otherwise.
+func (p *Path) Probe(ctx context.Context, t netpolicy.Targets, cfg ProbeConfig) (*Observations, error) {
+	if len(t.Denied) > maxDeniedProbes {
+		return nil, fmt.Errorf("running readiness probes: %d denied targets, at most %d", len(t.Denied), maxDeniedProbes)
+	}
+	// A reset from the sandbox namespace itself would pass for a remote
+	// host's (permitted) and can never be a deny rule's (denied).
+	for _, dst := range t.Permitted {
+		if why := p.neverLeaves(dst.Address); why != "" {
+			return nil, &netpolicy.TargetError{Kind: netpolicy.TargetPermitted, Target: dst.String(), Detail: why, Err: ErrNotProbeable}
+		}
+	}
+	probes := make([]nftplan.DeniedProbe, len(t.Denied))
+	for i, dst := range t.Denied {
+		if why := p.neverLeaves(dst.Address); why != "" {
+			return nil, &netpolicy.TargetError{Kind: netpolicy.TargetDenied, Target: dst.String(), Detail: why, Err: ErrNotProbeable}
+		}
+		probes[i] = nftplan.DeniedProbe{
+			Source:      netip.AddrPortFrom(p.Config.SandboxAddress(), uint16(DeniedProbePortBase+i)),
+			Destination: netip.AddrPortFrom(dst.Address, dst.Port),
+		}
+	}
+	rules, err := p.Plan.ProbeRules(probes)
+	if err != nil {
+		return nil, fmt.Errorf("running readiness probes: %w", err)
+	}
+
+	obs := &Observations{Outcomes: map[netpolicy.Destination]Outcome{}, Evidence: map[netpolicy.Destination]DeniedEvidence{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var firstErr error
@@ -270,35 +395,27 @@ func Probe(ctx context.Context, sandbox *os.File, t netpolicy.Targets, cfg Probe
 		}
 		mu.Unlock()
 	}
-	connect := func(dst netpolicy.Destination, record func(Outcome)) {
+	connectTo := func(src netip.AddrPort, dst netpolicy.Destination) {
 		defer wg.Done()
-		out, err := Connect(ctx, sandbox, netip.AddrPortFrom(dst.Address, dst.Port), cfg.ConnectTimeout)
+		out, err := connect(ctx, p.Sandbox, src, netip.AddrPortFrom(dst.Address, dst.Port), cfg.ConnectTimeout)
 		if err != nil {
 			fail(fmt.Errorf("probing %v: %w", dst, err))
 			return
 		}
 		mu.Lock()
 		obs.Outcomes[dst] = out
-		record(out)
 		mu.Unlock()
 	}
-	for _, dst := range t.Denied {
-		wg.Add(1)
-		go connect(dst, func(o Outcome) {
-			obs.Denied = append(obs.Denied, netpolicy.DeniedDestinationObservation{Destination: dst, Unreachable: !o.Reachable()})
-		})
-	}
+	// Permitted and DNS probes match no probe rule: they start at once.
 	for _, dst := range t.Permitted {
 		wg.Add(1)
-		go connect(dst, func(o Outcome) {
-			obs.Permitted = append(obs.Permitted, netpolicy.PermittedDestinationObservation{Destination: dst, Reachable: o.Reachable()})
-		})
+		go connectTo(netip.AddrPort{}, dst)
 	}
 	for _, q := range t.DNS {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			addrs, err := Resolve(ctx, sandbox, q.Resolver, q.Query, cfg)
+			addrs, err := Resolve(ctx, p.Sandbox, q.Resolver, q.Query, cfg)
 			if err != nil {
 				fail(fmt.Errorf("probing %v: %w", q, err))
 				return
@@ -308,9 +425,41 @@ func Probe(ctx context.Context, sandbox *os.File, t netpolicy.Targets, cfg Probe
 			mu.Unlock()
 		}()
 	}
+	if err := InstallProbeRules(p.Enforcement, p.Plan, rules); err != nil {
+		wg.Wait()
+		return nil, fmt.Errorf("running readiness probes: %w", err)
+	}
+	for i, dst := range t.Denied {
+		wg.Add(1)
+		go connectTo(probes[i].Source, dst)
+	}
 	wg.Wait()
+
+	// The probe rules go, whatever the probes showed, and the ruleset must
+	// be the plan again before anything is reported.
+	counted, err := RemoveProbeRules(p.Enforcement, p.Plan)
+	if err != nil {
+		return nil, fmt.Errorf("removing readiness probe rules: %w", err)
+	}
+	if err := VerifyRuleset(p.Enforcement, p.Plan); err != nil {
+		return nil, fmt.Errorf("after removing readiness probe rules: %w", err)
+	}
 	if firstErr != nil {
 		return nil, fmt.Errorf("running readiness probes: %w", firstErr)
+	}
+	for _, d := range probes {
+		if _, ok := counted[d]; !ok {
+			return nil, fmt.Errorf("removing readiness probe rules: the rule of probe %v was not found: %w", d, ErrRulesetMismatch)
+		}
+	}
+
+	for i, dst := range t.Denied {
+		ev := DeniedEvidence{Probe: probes[i], Outcome: obs.Outcomes[dst], Refusals: counted[probes[i]]}
+		obs.Evidence[dst] = ev
+		obs.Denied = append(obs.Denied, netpolicy.DeniedDestinationObservation{Destination: dst, Unreachable: ev.Unreachable()})
+	}
+	for _, dst := range t.Permitted {
+		obs.Permitted = append(obs.Permitted, netpolicy.PermittedDestinationObservation{Destination: dst, Reachable: obs.Outcomes[dst].Reachable()})
 	}
 	cmpDst := func(a, b netpolicy.Destination) int {
 		if c := a.Address.Compare(b.Address); c != 0 {
@@ -336,8 +485,11 @@ func Probe(ctx context.Context, sandbox *os.File, t netpolicy.Targets, cfg Probe
 func (o *Observations) Check() error {
 	for _, d := range o.Denied {
 		if !d.Unreachable {
-			return &netpolicy.TargetError{Kind: netpolicy.TargetDenied, Target: d.Destination.String(),
-				Detail: "TCP connect " + o.Outcomes[d.Destination].String(), Err: ErrReachable}
+			detail, err := o.Evidence[d.Destination].failure()
+			if err == nil {
+				detail, err = "no proof recorded", ErrReachable
+			}
+			return &netpolicy.TargetError{Kind: netpolicy.TargetDenied, Target: d.Destination.String(), Detail: detail, Err: err}
 		}
 	}
 	for _, p := range o.Permitted {

@@ -51,6 +51,9 @@ type chainKey struct {
 }
 
 func (k chainKey) String() string {
+	if !k.hasHook {
+		return fmt.Sprintf("%d %s %s regular type %q", k.family, k.table, k.name, k.typ)
+	}
 	return fmt.Sprintf("%d %s %s type %s hook %d priority %d policy %d", k.family, k.table, k.name, k.typ, k.hook, k.prio, k.policy)
 }
 
@@ -69,6 +72,10 @@ func VerifyRuleset(ns *os.File, plan *nftplan.Plan) error {
 		case nftplan.AddTable:
 			wantTables = append(wantTables, fmt.Sprintf("%d %s", o.Family, o.Name))
 		case nftplan.AddChain:
+			if o.Regular {
+				wantChains = append(wantChains, chainKey{family: o.Family, table: o.Table, name: o.Name})
+				continue
+			}
 			wantChains = append(wantChains, chainKey{o.Family, o.Table, o.Name, o.Type, o.Hook, o.Priority, o.Policy, true})
 		}
 	}
@@ -210,4 +217,59 @@ func TableNames(ns *os.File) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// InstallProbeRules inserts the readiness probe rules at the head of the
+// deny chain of ns as one batch (all or none); plan.QueueProbes re-checks
+// each one first. RemoveProbeRules takes them out again.
+func InstallProbeRules(ns *os.File, plan *nftplan.Plan, rules []nftplan.AddRule) error {
+	if len(rules) == 0 {
+		return nil
+	}
+	c, err := nftConn(ns)
+	if err != nil {
+		return err
+	}
+	if err := plan.QueueProbes(c, rules); err != nil {
+		return err
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("inserting %d readiness probe rules in %q: %w", len(rules), ns.Name(), err)
+	}
+	return nil
+}
+
+// RemoveProbeRules reads the deny chain of ns back, returns the packets
+// counted by every probe rule in it (those that plan.ProbeOf recognizes),
+// and deletes those rules by handle in one batch. Any other rule is left
+// alone, for VerifyRuleset to report.
+func RemoveProbeRules(ns *os.File, plan *nftplan.Plan) (map[nftplan.DeniedProbe]uint64, error) {
+	c, err := nftConn(ns)
+	if err != nil {
+		return nil, err
+	}
+	table := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: nftplan.TableName}
+	chain := &nftables.Chain{Table: table, Name: nftplan.ChainDeny}
+	rules, err := c.GetRules(table, chain)
+	if err != nil {
+		return nil, fmt.Errorf("listing nftables rules of chain %q: %w", nftplan.ChainDeny, err)
+	}
+	counted := map[nftplan.DeniedProbe]uint64{}
+	for _, r := range rules {
+		d, packets, ok := plan.ProbeOf(r.Exprs)
+		if !ok {
+			continue
+		}
+		counted[d] = packets
+		if err := c.DelRule(&nftables.Rule{Table: table, Chain: chain, Handle: r.Handle}); err != nil {
+			return nil, fmt.Errorf("deleting readiness probe rule %v: %w", d, err)
+		}
+	}
+	if len(counted) == 0 {
+		return counted, nil
+	}
+	if err := c.Flush(); err != nil {
+		return nil, fmt.Errorf("deleting %d readiness probe rules in %q: %w", len(counted), ns.Name(), err)
+	}
+	return counted, nil
 }

@@ -57,7 +57,10 @@ type Start struct {
 	UpstreamInterface string
 	Targets           netpolicy.Targets
 	RuntimeSupervisor hostid.PidfsProcessIdentityV1
-	// ConnectTimeoutMillis bounds each TCP probe; 0 means the default.
+	// ConnectTimeoutMillis bounds each TCP probe; 0 means the default
+	// (netpath.DefaultProbeConfig, 800 ms). A denied target's probe is
+	// answered by its probe rule at once; the bound is how long a
+	// permitted target may take to answer.
 	ConnectTimeoutMillis uint32
 }
 

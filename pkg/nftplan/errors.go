@@ -11,4 +11,6 @@ var (
 	ErrSameInterface   = errors.New("sandbox and upstream interfaces must differ")
 	ErrUnknownOp       = errors.New("operation is not one of the planned kinds")
 	ErrForeignTable    = errors.New("operation names a table other than lazaret")
+	ErrBadProbe        = errors.New("readiness probe needs IPv4 source and destination addresses and nonzero ports")
+	ErrDuplicateProbe  = errors.New("readiness probe appears twice")
 )

@@ -22,6 +22,9 @@ const (
 	ChainInput       = "input"
 	ChainOutput      = "output"
 	ChainPostrouting = "postrouting"
+	// ChainDeny is the regular chain every sandbox packet the policy
+	// denies goes to: the one place where the deny verdict is reached.
+	ChainDeny = "deny"
 )
 
 // Set names.
@@ -64,11 +67,14 @@ type AddTable struct {
 	Name   string
 }
 
-// AddChain creates a base chain.
+// AddChain creates a chain: a base chain attached to a hook, or, when
+// Regular is set, a regular chain that only a goto or jump reaches and
+// that has no type, hook, priority or policy.
 type AddChain struct {
 	Family   nftables.TableFamily
 	Table    string
 	Name     string
+	Regular  bool
 	Type     nftables.ChainType
 	Hook     nftables.ChainHook
 	Priority nftables.ChainPriority
@@ -230,6 +236,7 @@ func New(p *netpolicy.DerivedNetworkPolicy, cfg Config) (*Plan, error) {
 		Hook: *nftables.ChainHookInput, Priority: *nftables.ChainPriorityFilter, Policy: nftables.ChainPolicyDrop})
 	add(AddChain{Family: v4, Table: TableName, Name: ChainPostrouting, Type: nftables.ChainTypeNAT,
 		Hook: *nftables.ChainHookPostrouting, Priority: *nftables.ChainPriorityNATSource, Policy: nftables.ChainPolicyAccept})
+	add(AddChain{Family: v4, Table: TableName, Name: ChainDeny, Regular: true})
 	add(AddSet{Family: v4, Table: TableName, Name: SetStructural, ID: 1, Interval: true, Ranges: spansToRanges(mergePrefixes(structural))})
 	add(AddSet{Family: v4, Table: TableName, Name: SetHost, ID: 2, Ranges: singles(hosts)})
 	add(AddSet{Family: v4, Table: TableName, Name: SetResolver, ID: 3, Ranges: singles(resolvers)})
@@ -240,23 +247,26 @@ func New(p *netpolicy.DerivedNetworkPolicy, cfg Config) (*Plan, error) {
 	}
 	fwd("return traffic", append(ctEstablished(), accept())...)
 	fwd("only from the sandbox", ifname(expr.MetaKeyIIFNAME, cfg.SandboxInterface, false, drop())...)
-	fwd("only to the upstream", ifname(expr.MetaKeyOIFNAME, cfg.UpstreamInterface, false, drop())...)
-	fwd("structural ranges", lookupDaddr(SetStructural, 1, drop())...)
-	fwd("host addresses", lookupDaddr(SetHost, 2, drop())...)
+	fwd("only to the upstream", ifname(expr.MetaKeyOIFNAME, cfg.UpstreamInterface, false, gotoDeny())...)
+	fwd("structural ranges", lookupDaddr(SetStructural, 1, gotoDeny())...)
+	fwd("host addresses", lookupDaddr(SetHost, 2, gotoDeny())...)
 	for _, proto := range []byte{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
 		fwd("dns to resolvers", append(dnsMatch(proto), lookupDaddr(SetResolver, 3, accept())...)...)
 	}
 	for _, proto := range []byte{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
-		fwd("dns elsewhere", append(dnsMatch(proto), drop())...)
+		fwd("dns elsewhere", append(dnsMatch(proto), gotoDeny())...)
 	}
 	fwd("longest prefix allow", lookupDaddr(SetAllowed, 4, accept())...)
+	fwd("default deny", gotoDeny())
 
 	in := func(comment string, ex ...expr.Any) {
 		add(AddRule{Family: v4, Table: TableName, Chain: ChainInput, Comment: comment, Exprs: ex})
 	}
-	in("nothing from the sandbox", ifname(expr.MetaKeyIIFNAME, cfg.SandboxInterface, true, drop())...)
+	in("nothing from the sandbox", ifname(expr.MetaKeyIIFNAME, cfg.SandboxInterface, true, gotoDeny())...)
 	in("loopback", ifname(expr.MetaKeyIIFNAME, "lo", true, accept())...)
 	in("return traffic", append(ctEstablished(), accept())...)
+
+	add(AddRule{Family: v4, Table: TableName, Chain: ChainDeny, Comment: "denied by the policy", Exprs: []expr.Any{drop()}})
 
 	add(AddRule{Family: v4, Table: TableName, Chain: ChainPostrouting, Comment: "masquerade upstream",
 		Exprs: ifname(expr.MetaKeyOIFNAME, cfg.UpstreamInterface, true, &expr.Masq{})})
@@ -294,6 +304,11 @@ func spansToRanges(spans []span) []Range {
 
 func accept() expr.Any { return &expr.Verdict{Kind: expr.VerdictAccept} }
 func drop() expr.Any   { return &expr.Verdict{Kind: expr.VerdictDrop} }
+
+// gotoDeny sends a packet the policy denies to the deny chain. A goto,
+// not a jump: when the deny chain ends without a verdict, the calling
+// base chain's policy (drop) applies, not the rest of the calling chain.
+func gotoDeny() expr.Any { return &expr.Verdict{Kind: expr.VerdictGoto, Chain: ChainDeny} }
 
 // ctEstablished matches ct state established,related. The state is a
 // host-endian bit mask.

@@ -148,6 +148,18 @@ func TestCheckRejects(t *testing.T) {
 			Ranges: []Range{{netip.MustParseAddr("1.0.0.1"), netip.MustParseAddr("1.0.0.0")}}}, ErrBadPrefix},
 		{"unplanned expression", AddRule{Family: nftables.TableFamilyIPv4, Table: TableName, Chain: ChainForward,
 			Exprs: []expr.Any{&expr.Immediate{Register: 1}}}, ErrUnknownOp},
+		{"counter in a planned rule", AddRule{Family: nftables.TableFamilyIPv4, Table: TableName, Chain: ChainDeny,
+			Exprs: []expr.Any{&expr.Counter{}, drop()}}, ErrUnknownOp},
+		{"reject in a planned rule", AddRule{Family: nftables.TableFamilyIPv4, Table: TableName, Chain: ChainDeny,
+			Exprs: []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}}}, ErrUnknownOp},
+		{"goto another chain", AddRule{Family: nftables.TableFamilyIPv4, Table: TableName, Chain: ChainForward,
+			Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: ChainInput}}}, ErrUnknownOp},
+		{"jump", AddRule{Family: nftables.TableFamilyIPv4, Table: TableName, Chain: ChainForward,
+			Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: ChainDeny}}}, ErrUnknownOp},
+		{"return", AddRule{Family: nftables.TableFamilyIPv4, Table: TableName, Chain: ChainDeny,
+			Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}}}, ErrUnknownOp},
+		{"regular chain with a hook", AddChain{Family: nftables.TableFamilyIPv4, Table: TableName, Name: ChainDeny, Regular: true,
+			Type: nftables.ChainTypeFilter, Hook: *nftables.ChainHookForward}, ErrUnknownOp},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -262,6 +274,17 @@ func TestExampleDecisions(t *testing.T) {
 	}
 	if got := sim.verdict(nftables.TableFamilyIPv4, ChainInput, packet{iif: "lz-sbx0", ctState: expr.CtStateBitESTABLISHED}); got != expr.VerdictDrop {
 		t.Fatalf("input from sandbox = %v, want drop", got)
+	}
+	// Every deny of sandbox traffic goes through the deny chain; traffic
+	// from elsewhere is dropped where it is met.
+	for _, r := range append(p.Rules(nftables.TableFamilyIPv4, ChainForward), p.Rules(nftables.TableFamilyIPv4, ChainInput)...) {
+		v := r.Exprs[len(r.Exprs)-1].(*expr.Verdict)
+		if v.Kind == expr.VerdictDrop && r.Comment != "only from the sandbox" {
+			t.Errorf("rule %q drops in place instead of going to the deny chain", r.Comment)
+		}
+	}
+	if deny := p.Rules(nftables.TableFamilyIPv4, ChainDeny); len(deny) != 1 || len(deny[0].Exprs) != 1 {
+		t.Errorf("deny chain %+v, want one rule: drop", deny)
 	}
 	for _, ch := range []string{ChainInput, ChainForward, ChainOutput} {
 		if got := sim.verdict(nftables.TableFamilyIPv6, ch, packet{ctState: expr.CtStateBitESTABLISHED}); got != expr.VerdictDrop {

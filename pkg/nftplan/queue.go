@@ -11,7 +11,9 @@ import (
 
 // Check re-checks one operation before it is queued: it must be one of the
 // four kinds, name the lazaret table of family ip or ip6, and use only
-// the expression kinds the planner emits.
+// the expression kinds and verdicts the planner emits (accept, drop, goto
+// the deny chain). Counters and rejects belong to readiness probe rules
+// only, which CheckProbeRule admits.
 func Check(op Op) error {
 	var fam nftables.TableFamily
 	var table string
@@ -20,6 +22,9 @@ func Check(op Op) error {
 		fam, table = o.Family, o.Name
 	case AddChain:
 		fam, table = o.Family, o.Table
+		if o.Regular && (o.Type != "" || o.Hook != 0 || o.Priority != 0 || o.Policy != 0) {
+			return fmt.Errorf("%s: a regular chain has no type, hook, priority or policy: %w", o.Describe(), ErrUnknownOp)
+		}
 	case AddSet:
 		fam, table = o.Family, o.Table
 		if fam != nftables.TableFamilyIPv4 {
@@ -33,8 +38,18 @@ func Check(op Op) error {
 	case AddRule:
 		fam, table = o.Family, o.Table
 		for i, e := range o.Exprs {
-			switch e.(type) {
-			case *expr.Meta, *expr.Cmp, *expr.Payload, *expr.Lookup, *expr.Ct, *expr.Bitwise, *expr.Verdict, *expr.Masq:
+			switch e := e.(type) {
+			case *expr.Meta, *expr.Cmp, *expr.Payload, *expr.Lookup, *expr.Ct, *expr.Bitwise, *expr.Masq:
+			case *expr.Verdict:
+				switch e.Kind {
+				case expr.VerdictAccept, expr.VerdictDrop:
+				case expr.VerdictGoto:
+					if e.Chain != ChainDeny {
+						return fmt.Errorf("%s: expression %d: goto %q: %w", o.Describe(), i, e.Chain, ErrUnknownOp)
+					}
+				default:
+					return fmt.Errorf("%s: expression %d: verdict %d: %w", o.Describe(), i, e.Kind, ErrUnknownOp)
+				}
 			default:
 				return fmt.Errorf("%s: expression %d (%T): %w", o.Describe(), i, e, ErrUnknownOp)
 			}
@@ -72,6 +87,7 @@ func (p *Plan) Queue(c *nftables.Conn) error {
 	tables := map[nftables.TableFamily]*nftables.Table{}
 	chains := map[string]*nftables.Chain{}
 	sets := map[string]*nftables.Set{}
+	regular := map[string]bool{}
 	key := func(f nftables.TableFamily, name string) string { return familyName(f) + " " + name }
 	for _, op := range p.Ops {
 		if err := Check(op); err != nil {
@@ -84,6 +100,11 @@ func (p *Plan) Queue(c *nftables.Conn) error {
 			t, ok := tables[o.Family]
 			if !ok {
 				return fmt.Errorf("queueing nftables plan: %s: table not planned before it: %w", o.Describe(), ErrUnknownOp)
+			}
+			if o.Regular {
+				chains[key(o.Family, o.Name)] = c.AddChain(&nftables.Chain{Name: o.Name, Table: t})
+				regular[key(o.Family, o.Name)] = true
+				continue
 			}
 			hook, prio, policy := o.Hook, o.Priority, o.Policy
 			chains[key(o.Family, o.Name)] = c.AddChain(&nftables.Chain{
@@ -105,9 +126,14 @@ func (p *Plan) Queue(c *nftables.Conn) error {
 				return fmt.Errorf("queueing nftables plan: %s: chain not planned before it: %w", o.Describe(), ErrUnknownOp)
 			}
 			for _, e := range o.Exprs {
-				if l, ok := e.(*expr.Lookup); ok {
-					if s, ok := sets[l.SetName]; !ok || s.ID != l.SetID {
-						return fmt.Errorf("queueing nftables plan: %s: set %q not planned before it: %w", o.Describe(), l.SetName, ErrUnknownOp)
+				switch e := e.(type) {
+				case *expr.Lookup:
+					if s, ok := sets[e.SetName]; !ok || s.ID != e.SetID {
+						return fmt.Errorf("queueing nftables plan: %s: set %q not planned before it: %w", o.Describe(), e.SetName, ErrUnknownOp)
+					}
+				case *expr.Verdict:
+					if e.Kind == expr.VerdictGoto && !regular[key(o.Family, e.Chain)] {
+						return fmt.Errorf("queueing nftables plan: %s: regular chain %q not planned before it: %w", o.Describe(), e.Chain, ErrUnknownOp)
 					}
 				}
 			}

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/netlab"
+	"lazaret.dev/pkg/netpath"
+	"lazaret.dev/pkg/nftplan"
 	"lazaret.dev/pkg/testgate"
 	"lazaret.dev/pkg/testproc"
 )
@@ -77,6 +81,36 @@ func TestServeEndToEndNetwork(t *testing.T) {
 		out, errs, x := execute(t, c, session(), "timeout", "5", "nslookup", "example.com", other.String())
 		if code(x) == 0 && strings.Contains(out, netlab.InternetAnswer.String()) {
 			t.Fatalf("nslookup through %v answered: stdout %q stderr %q", other, out, errs)
+		}
+	})
+	t.Run("probe rules removed before ready", func(t *testing.T) {
+		// The sidecar proved the denied target by its deny rule's counter
+		// and, before Ready, deleted the probe rules: the ruleset in its
+		// namespace is exactly the plan of the recorded policy.
+		if !strings.Contains(e.log(t), "refused_by_deny_rule=1") {
+			t.Errorf("the log shows no denied target refused by its deny rule\n%s", e.log(t))
+		}
+		testgate.Root(t) // entering the sidecar's network namespace
+		pol, _, err := control.ReadNetworkPolicy(e.paths.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts, err := hostAddresses()
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := nftplan.New(pol, nftplan.Config{SandboxInterface: netpath.DefaultSandboxInterface,
+			UpstreamInterface: netpath.SlirpTap, HostAddresses: hosts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		enf, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", sidecarPID(t, e)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer enf.Close()
+		if err := netpath.VerifyRuleset(enf, plan); err != nil {
+			t.Fatalf("the sidecar's ruleset while the generation runs: %v", err)
 		}
 	})
 	t.Run("sidecar killed fails the generation", func(t *testing.T) {

@@ -137,14 +137,19 @@ func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, p
 		cfg.ConnectTimeout = time.Duration(start.ConnectTimeoutMillis) * time.Millisecond
 	}
 	began := time.Now()
-	obs, err := netpath.Probe(ctx, path.Sandbox, start.Targets, cfg)
+	obs, err := path.Probe(ctx, start.Targets, cfg)
 	if err != nil {
 		return fail(err)
+	}
+	for _, d := range obs.Denied {
+		ev := obs.Evidence[d.Destination]
+		log.Info("denied target probed", "target", d.Destination.String(), "probe", ev.Probe.String(),
+			"outcome", ev.Outcome.String(), "refused_by_deny_rule", ev.Refusals, "unreachable", d.Unreachable)
 	}
 	if err := obs.Check(); err != nil {
 		return fail(err)
 	}
-	log.Info("readiness proven", "took", time.Since(began))
+	log.Info("readiness proven; probe rules removed and the ruleset verified", "took", time.Since(began))
 	att := netpolicy.NetworkReadinessAttestation{
 		SchemaID:                 netpolicy.AttestationSchemaID,
 		DomainID:                 start.DomainID,

@@ -18,6 +18,7 @@ import (
 	"lazaret.dev/pkg/netpath"
 	"lazaret.dev/pkg/netpolicy"
 	"lazaret.dev/pkg/netsidecar"
+	"lazaret.dev/pkg/nftplan"
 	"lazaret.dev/pkg/testgate"
 )
 
@@ -256,6 +257,11 @@ func TestSidecarVethUpstream(t *testing.T) {
 			if len(ev.Probe.Denied) != 3 || len(ev.Probe.Permitted) != 2 || len(ev.Probe.DNS) != 1 {
 				t.Fatalf("probe %+v", ev.Probe)
 			}
+			// By Ready the probe rules are gone: the ruleset is the plan.
+			checkRulesetIsPlan(t, r, start)
+			if !strings.Contains(r.stderr.String(), "refused_by_deny_rule=1") {
+				t.Errorf("the sidecar's log shows no denied target refused by its deny rule:\n%s", r.stderr)
+			}
 
 			if got := netlab.Dial(t, sbx, netip.MustParseAddrPort("198.51.100.10:80"), time.Second); got != netpath.Connected {
 				t.Fatalf("permitted host: %v", got)
@@ -308,29 +314,92 @@ func TestSidecarRefuses(t *testing.T) {
 	}
 }
 
-func TestSidecarReadinessFailureNamesTarget(t *testing.T) {
-	if !netlab.Enter(t) {
-		return
-	}
-	internet := inet(t)
-	start, enc := newStart(t, netlab.Policy(t), "up0", nil)
-	// 203.0.113.10 is permitted by policy but no host answers there.
-	start.Targets.Permitted = append(start.Targets.Permitted, netpolicy.Destination{Address: a("203.0.113.10"), Port: 80})
-	r := launch(t, false, enc, true, start)
-	installed(t, r)
+// checkRulesetIsPlan compares the sidecar's installed ruleset with the
+// plan of its start message.
+func checkRulesetIsPlan(t *testing.T, r *running, start *netsidecar.Start) {
+	t.Helper()
 	enf, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", r.cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	netlab.Link(t, enf, "up0", p("198.18.0.1/30"), internet, "wan0", p("198.18.0.2/30"))
-	netlab.Route(t, enf, netip.Prefix{}, a("198.18.0.2"))
-	enf.Close()
-	if err := r.ch.Send(&netsidecar.HelperStarted{ConnectivityHelper: selfIdentity(t, os.Getpid())}); err != nil {
+	defer enf.Close()
+	plan, err := nftplan.New(netlab.Policy(t), nftplan.Config{SandboxInterface: netpath.DefaultSandboxInterface,
+		UpstreamInterface: start.UpstreamInterface, HostAddresses: start.HostAddresses})
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = netsidecar.Expect[*netsidecar.Ready](ctx(t, 30*time.Second), r.ch)
-	if !errors.Is(err, netsidecar.ErrFailed) || !strings.Contains(err.Error(), "readiness permitted target 203.0.113.10:80") {
-		t.Fatalf("sidecar answered %v, want a failure naming 203.0.113.10:80", err)
+	if err := netpath.VerifyRuleset(enf, plan); err != nil {
+		t.Fatalf("the sidecar's ruleset after readiness: %v", err)
+	}
+}
+
+// TestSidecarReadinessFailureNamesTarget: a target the enforcement path
+// does not treat as configured fails the start with Failed naming it.
+// (A denied target that answers cannot reach the probes here: the sidecar
+// refuses a denied target the policy allows before installing anything,
+// see TestSidecarRefuses; pkg/netpath's TestProbeNamesFailingTarget
+// covers it against the probes themselves.)
+func TestSidecarReadinessFailureNamesTarget(t *testing.T) {
+	if !netlab.Enter(t) {
+		return
+	}
+	// netlab.Policy with a second resolver, 192.0.2.54, where nothing
+	// answers.
+	pol, err := netpolicy.Derive(
+		[]netip.Prefix{p("198.51.100.0/24"), p("203.0.113.0/24"), p("10.1.2.3/32"), p("192.0.2.0/24")},
+		append([]netip.Prefix{p("203.0.113.128/25")}, netpolicy.RFC1918...),
+		[]netip.Addr{a("192.0.2.53"), a("192.0.2.54")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(*netpolicy.Targets)
+		want   string
+	}{
+		// Allowed by the policy, but no host answers there.
+		{"permitted target silent", func(tg *netpolicy.Targets) {
+			tg.Permitted = append(tg.Permitted, netpolicy.Destination{Address: a("203.0.113.10"), Port: 80})
+		}, "readiness permitted target 203.0.113.10:80: unreachable"},
+		{"dns silent", func(tg *netpolicy.Targets) {
+			tg.DNS = append(tg.DNS, netpolicy.DNSTarget{Resolver: a("192.0.2.54"), Query: "svc.lab.test"})
+		}, `readiness dns target "svc.lab.test" via 192.0.2.54: not resolved`},
+		// Denied by the policy, but a SYN to it never leaves the sandbox
+		// namespace, so no deny rule can be seen refusing it.
+		{"denied target never leaves", func(tg *netpolicy.Targets) {
+			tg.Denied = append([]netpolicy.Destination{{Address: a("127.0.0.1"), Port: 80}}, tg.Denied...)
+		}, "readiness denied target 127.0.0.1:80: a TCP SYN to it never reaches the enforcement path"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			internet := inet(t)
+			start, enc := newStart(t, pol, "up0", nil)
+			start.ConnectTimeoutMillis = 0 // the default bounds
+			start.Targets = netpolicy.Targets{
+				Denied:    append([]netpolicy.Destination(nil), targets.Denied...),
+				Permitted: append([]netpolicy.Destination(nil), targets.Permitted...),
+				DNS:       append([]netpolicy.DNSTarget(nil), targets.DNS...),
+			}
+			tc.mutate(&start.Targets)
+			r := launch(t, false, enc, true, start)
+			installed(t, r)
+			enf, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", r.cmd.Process.Pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			netlab.Link(t, enf, "up0", p("198.18.0.1/30"), internet, "wan0", p("198.18.0.2/30"))
+			netlab.Route(t, enf, netip.Prefix{}, a("198.18.0.2"))
+			enf.Close()
+			if err := r.ch.Send(&netsidecar.HelperStarted{ConnectivityHelper: selfIdentity(t, os.Getpid())}); err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			_, err = netsidecar.Expect[*netsidecar.Ready](ctx(t, 30*time.Second), r.ch)
+			if !errors.Is(err, netsidecar.ErrFailed) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("sidecar answered %v, want a failure saying %q", err, tc.want)
+			}
+			t.Logf("failed %v after HelperStarted: %v", time.Since(began), err)
+		})
 	}
 }
 
