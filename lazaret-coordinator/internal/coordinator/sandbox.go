@@ -341,10 +341,11 @@ func (p *sandboxStep) Release(ctx context.Context) error {
 func (p *sandboxStep) running() bool { return p.sb != nil && !p.releasing.Load() }
 
 // execArgs is the argv of a `runsc exec` of the process spec at
-// processFile into the sandbox, entering the State Anchor's namespaces;
-// runsc writes the guest's PID to pidFile.
-func (p *sandboxStep) execArgs(processFile, pidFile string) ([]string, error) {
-	return p.anchor.enterArgs(p.sb.runsc.Exec(p.sb.id, processFile, pidFile))
+// processFile into the sandbox, to run inside the State Anchor's
+// namespaces (the exec client enters them itself, launch.go); runsc
+// writes the guest's PID to pidFile.
+func (p *sandboxStep) execArgs(processFile, pidFile string) []string {
+	return p.sb.runsc.Exec(p.sb.id, processFile, pidFile)
 }
 
 // killProcess sends SIGKILL to the guest process pid (`runsc kill --pid`).
