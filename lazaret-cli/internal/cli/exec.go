@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"lazaret.dev/lazaret-cli/internal/session"
 	"lazaret.dev/pkg/cmdmain"
 )
 
@@ -30,7 +31,7 @@ func runExec(c *cli.Context) error {
 	}
 	cfg.Close()
 	ctx := c.Context
-	s, err := attach(ctx, c, t)
+	s, err := attachWith(ctx, c, t, session.Enroll)
 	if err != nil {
 		return err
 	}
@@ -39,7 +40,7 @@ func runExec(c *cli.Context) error {
 	if stdout == nil {
 		stdout = os.Stdout
 	}
-	exit, err := s.Client.Execute(ctx, s.ID(), argv, stdout, stderrOf(c))
+	exit, err := s.RegisterExecute(ctx, argv, stdout, stderrOf(c))
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return &cmdmain.ExitError{Code: 128 + 15}
