@@ -280,6 +280,23 @@ func (r *run) putTerminal(t domainstore.SessionTerminal, proof *store.AbsencePro
 	return nil
 }
 
+// putTerminals records ts in order in one transaction, each checked
+// against the one before it.
+func (r *run) putTerminals(ts ...domainstore.SessionTerminal) error {
+	if err := r.s.scope.store.Update(func(tx *domainstore.Tx) error {
+		for _, t := range ts {
+			if err := tx.PutTerminal(t, nil); err != nil {
+				return fmt.Errorf("recording the session terminal as %v: %w", t.State, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	r.term = ts[len(ts)-1]
+	return nil
+}
+
 // runSpec is one command a session runs.
 type runSpec struct {
 	binding    protocol.SessionBinding
@@ -345,12 +362,17 @@ func (s *sessions) startRun(rs runSpec) (*run, error) {
 		}
 		t.PtyMaster = &domainstore.PtyIdentity{MasterFD: uint32(m.Fd()), Device: st.Rdev, Inode: st.Ino}
 	}
-	if err := r.putTerminal(t, nil); err != nil {
-		gc.abandon()
-		return r, err
-	}
+	staged := t
 	t.ExecClient = committed(gc.identity)
-	if err := r.putTerminal(t, nil); err != nil {
+	// Staged and then Committed, each checked by the store's guard, in
+	// one durable transaction: the client waits at its gate until it is
+	// committed, so the only state this drops is "staged on disk but not
+	// committed", in which the client had not run and a crash of the HC
+	// had killed it (its parent-death signal). Crash states before the
+	// transaction (the client exists, only Intent is recorded) are the
+	// same as with two transactions, and the program still runs only
+	// after Committed is durable.
+	if err := r.putTerminals(staged, t); err != nil {
 		gc.abandon()
 		return r, err
 	}
