@@ -52,8 +52,8 @@ var shimCommand = &cli.Command{
 
 var initCommand = &cli.Command{
 	Name:   "init",
-	Usage:  "run as the sandbox container's init: reap children until SIGTERM",
-	Action: func(c *cli.Context) error { return guest.Init(c.Context) },
+	Usage:  "run as the sandbox container's init: announce it on stdout, reap children until SIGTERM",
+	Action: func(c *cli.Context) error { return guest.Init(c.Context, os.Stdout) },
 }
 
 func run(c *cli.Context) error {

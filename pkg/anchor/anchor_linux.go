@@ -343,6 +343,56 @@ func (a *Anchor) EnterArgs(argv []string) ([]string, error) {
 	return append([]string{a.nsenter, "--preserve-credentials", "--user=" + proc + "user", "--mount=" + proc + "mnt", "--"}, argv...), nil
 }
 
+// OpenNamespaces opens the anchor's user and mount namespaces, in the
+// order setns(2) must enter them (user first), for a child that enters
+// them itself (spawn.GatedCmd.Namespaces) instead of through nsenter. It
+// first confirms that the anchor is alive, then checks each opened
+// descriptor against the namespace of Ready and confirms the anchor again
+// after opening: the descriptors are the anchor's namespaces, whatever
+// the PID names later. The caller closes them: a holder of these
+// descriptors keeps the namespaces, and with the mount namespace the
+// overlay, in existence after the anchor ends, so they are held only
+// until the child has entered them.
+func (a *Anchor) OpenNamespaces() (_ []*os.File, err error) {
+	select {
+	case <-a.done:
+		return nil, fmt.Errorf("entering the state anchor's namespaces: %w", ErrExited)
+	default:
+	}
+	var files []*os.File
+	defer func() {
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+		}
+	}()
+	dir := "/proc/" + strconv.Itoa(a.proc.Pid()) + "/ns/"
+	for _, ns := range []struct {
+		kind string
+		want hostid.NamespaceIdentity
+	}{{"user", a.ready.UserNamespace}, {"mnt", a.ready.MountNamespace}} {
+		// A namespace file is a magic link: it is opened through, and the
+		// opened namespace is checked below.
+		f, err := os.Open(dir + ns.kind)
+		if err != nil {
+			return nil, fmt.Errorf("opening the state anchor's %s namespace: %w", ns.kind, err)
+		}
+		files = append(files, f)
+		got, err := hostid.NamespaceOf(int(f.Fd()))
+		if err != nil {
+			return nil, fmt.Errorf("identifying the state anchor's %s namespace: %w", ns.kind, err)
+		}
+		if got != ns.want {
+			return nil, fmt.Errorf("%s namespace reported %+v, %q is %+v: %w", ns.kind, ns.want, dir+ns.kind, got, ErrIdentityMismatch)
+		}
+	}
+	if err := a.proc.Signal(0); err != nil {
+		return nil, fmt.Errorf("confirming the state anchor after opening its namespaces: %w", ErrExited)
+	}
+	return files, nil
+}
+
 // CommandInNamespaces returns an unstarted command that runs argv inside the
 // anchor's user and mount namespaces (see EnterArgs). argv[0] must be an
 // absolute path; no PATH lookup happens. The command sees the overlay at

@@ -90,6 +90,48 @@ func TestEnrollRegisterExecute(t *testing.T) {
 	})
 }
 
+// TestRegisterExecutePipelined sends Register and Execute in one write:
+// the server answers them in order, and a refused registration stops
+// there, running nothing.
+func TestRegisterExecutePipelined(t *testing.T) {
+	g := newGeneration(t)
+	h := startServer(t, g, g.config(t, &fakeSessions{}))
+	ctx := context.Background()
+	c := h.dial(t)
+	cred, err := c.Enroll(ctx, ids.CLIID(ids.New()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := g.binding(cred.CLIID())
+	var out, errb bytes.Buffer
+	capability, exit, err := c.RegisterExecute(ctx, b, []string{"print", "out\n", "err\n", "7"}, &out, &errb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protocol.VerifyCapability(&capability, &g.coordinator, &g.sandbox); err != nil || capability.SessionBinding != b {
+		t.Fatalf("capability %+v: %v", capability, err)
+	}
+	if exit.Outcome != protocol.ExitExited || exit.ExitCode == nil || *exit.ExitCode != 7 || out.String() != "out\n" || errb.String() != "err\n" {
+		t.Fatalf("exit %+v, stdout %q, stderr %q", exit, out.String(), errb.String())
+	}
+	// The connection takes the next request.
+	if _, err := c.Execute(ctx, b.SessionID, []string{"true"}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("Execute after RegisterExecute: %v", err)
+	}
+
+	// A binding for another CLI is refused: the Execute behind it is
+	// never read, and the error names the registration.
+	other := g.binding(ids.CLIID(ids.New()))
+	_, _, err = c.RegisterExecute(ctx, other, []string{"print", "ran\n", "", "0"}, &out, &errb)
+	var ce *Error
+	if !errors.Is(err, ErrUnauthorized) || !errors.As(err, &ce) || ce.Step != "session registration" {
+		t.Fatalf("RegisterExecute of a foreign binding = %v, want an unauthorized session registration", err)
+	}
+	if _, ok := h.server.Lookup(other.SessionID); ok {
+		t.Fatal("the foreign binding was registered")
+	}
+}
+
 func TestRefusals(t *testing.T) {
 	g := newGeneration(t)
 	h := startServer(t, g, g.config(t, &fakeSessions{}))

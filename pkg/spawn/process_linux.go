@@ -29,14 +29,18 @@ var (
 // Process is one started child, named by its pidfd. Its methods are safe
 // for concurrent use.
 type Process struct {
-	cmd      *exec.Cmd
+	pid      int
 	identity hostid.PidfsProcessIdentityV1
+	// wait reaps the child and returns its state and what exec.Cmd.Wait
+	// would return.
+	wait func() (*os.ProcessState, error)
 
 	mu sync.RWMutex // guards fd against Close during a signal
 	fd int          // the pidfd; -1 once closed
 
 	reap    sync.Once
 	done    chan struct{}
+	state   *os.ProcessState
 	waitErr error
 }
 
@@ -67,7 +71,11 @@ func start(cmd *exec.Cmd, fork func(*exec.Cmd) error) (*Process, error) {
 		}
 		return nil, fmt.Errorf("starting %q: %w", cmd.Path, err)
 	}
-	p := &Process{cmd: cmd, fd: fd, done: make(chan struct{})}
+	p := &Process{pid: cmd.Process.Pid, fd: fd, done: make(chan struct{})}
+	p.wait = func() (*os.ProcessState, error) {
+		err := cmd.Wait()
+		return cmd.ProcessState, err
+	}
 	if fd < 0 {
 		// No exact handle: the child is ours and unreaped, so its PID
 		// still names it for this one kill.
@@ -94,7 +102,7 @@ func start(cmd *exec.Cmd, fork func(*exec.Cmd) error) (*Process, error) {
 func (p *Process) Identity() hostid.PidfsProcessIdentityV1 { return p.identity }
 
 // Pid is the child's PID. It names the child only until it is reaped.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
+func (p *Process) Pid() int { return p.pid }
 
 // Fd lends the pidfd, for poll(2) (readable once the child has exited)
 // or for code that takes a pidfd. It stays owned by p and is valid until
@@ -117,7 +125,7 @@ func (p *Process) Signal(sig unix.Signal) error {
 	}
 	err := sys.PidfdSendSignal(p.fd, sig, nil, 0)
 	if errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("signalling pid %d: %w", p.cmd.Process.Pid, hostid.ErrProcessExited)
+		return fmt.Errorf("signalling pid %d: %w", p.pid, hostid.ErrProcessExited)
 	}
 	return err
 }
@@ -157,7 +165,7 @@ func (p *Process) Wait() error {
 func (p *Process) Done() <-chan struct{} {
 	p.reap.Do(func() {
 		go func() {
-			p.waitErr = p.cmd.Wait()
+			p.state, p.waitErr = p.wait()
 			close(p.done)
 		}()
 	})
@@ -168,7 +176,7 @@ func (p *Process) Done() <-chan struct{} {
 func (p *Process) State() *os.ProcessState {
 	select {
 	case <-p.done:
-		return p.cmd.ProcessState
+		return p.state
 	default:
 		return nil
 	}

@@ -39,8 +39,11 @@ func (t *Thread) Start(cmd *exec.Cmd) (*Process, error) {
 }
 
 // fork runs cmd.Start on the locked thread.
-func (t *Thread) fork(cmd *exec.Cmd) error {
+func (t *Thread) fork(cmd *exec.Cmd) error { return t.run(cmd.Start) }
+
+// run runs f on the locked thread and returns its error.
+func (t *Thread) run(f func() error) error {
 	done := make(chan error, 1)
-	t.reqs <- func() { done <- cmd.Start() }
+	t.reqs <- func() { done <- f() }
 	return <-done
 }

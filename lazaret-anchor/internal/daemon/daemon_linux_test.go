@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	"lazaret.dev/pkg/anchor"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/image/idmap"
+	"lazaret.dev/pkg/spawn"
 	"lazaret.dev/pkg/testgate"
 )
 
@@ -276,6 +278,39 @@ func TestAnchorIdentitiesAndRelease(t *testing.T) {
 			t.Errorf("host mountinfo names the merged directory: %q", got)
 		}
 	})
+	t.Run("a gated child enters the opened namespaces", func(t *testing.T) {
+		ns, err := a.OpenNamespaces()
+		if err != nil {
+			t.Fatalf("OpenNamespaces: %v", err)
+		}
+		defer func() {
+			for _, f := range ns {
+				f.Close()
+			}
+		}()
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		g, err := spawn.NewThread().StartGated(&spawn.GatedCmd{
+			Path: "/bin/sh", Args: []string{"sh", "-c", "id -u; cat " + l.merged + "/etc/marker"},
+			Env: []string{"PATH=/usr/bin:/bin"}, Files: []*os.File{nil, w, w}, Namespaces: ns, Pdeathsig: syscall.SIGKILL,
+		})
+		w.Close()
+		if err != nil {
+			t.Fatalf("StartGated: %v", err)
+		}
+		if err := g.Open(); err != nil {
+			g.Abandon()
+			t.Fatalf("Open: %v", err)
+		}
+		out, _ := io.ReadAll(r)
+		if err := g.Process().Wait(); err != nil || string(out) != "0\nfrom lower\n" {
+			t.Errorf("output %q, exit %v", out, err)
+		}
+		g.Process().Close()
+	})
 	t.Run("commands run inside and write to upper", func(t *testing.T) {
 		out := run(t, a, "/bin/sh", "-c", "id -u; cat "+l.merged+"/etc/marker; echo written > "+l.merged+"/etc/new")
 		if out != "0\nfrom lower\n" {
@@ -305,6 +340,9 @@ func TestAnchorIdentitiesAndRelease(t *testing.T) {
 	}
 	if _, err := a.EnterArgs([]string{"/bin/true"}); !errors.Is(err, anchor.ErrExited) {
 		t.Errorf("EnterArgs after exit: %v, want ErrExited", err)
+	}
+	if _, err := a.OpenNamespaces(); !errors.Is(err, anchor.ErrExited) {
+		t.Errorf("OpenNamespaces after exit: %v, want ErrExited", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"lazaret.dev/lazaret-cli/internal/session"
 	"lazaret.dev/pkg/cmdmain"
 )
 
@@ -33,7 +34,7 @@ func runExec(c *cli.Context) error {
 	cfg.Close()
 	trace.Mark("configuration resolved")
 	ctx := c.Context
-	s, err := attach(ctx, c, t, trace)
+	s, err := attachWith(ctx, c, t, trace, session.Enroll)
 	if err != nil {
 		return err
 	}
@@ -42,7 +43,7 @@ func runExec(c *cli.Context) error {
 	if stdout == nil {
 		stdout = os.Stdout
 	}
-	exit, err := s.Client.Execute(ctx, s.ID(), argv, stdout, stderrOf(c))
+	exit, err := s.RegisterExecute(ctx, argv, stdout, stderrOf(c))
 	trace.Mark("command ended")
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {

@@ -15,6 +15,7 @@ import (
 	"lazaret.dev/lazaret-cli/internal/session"
 	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/config"
+	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/layout"
 	"lazaret.dev/pkg/locate"
@@ -115,6 +116,13 @@ func resolveTarget(c *cli.Context) (*session.Target, *config.ResolvedDomainConfi
 // Progress goes to stderr when stderr is a terminal and the start takes
 // longer than session.ProgressDelay.
 func attach(ctx context.Context, c *cli.Context, t *session.Target, trace *session.StartTrace) (*session.Session, error) {
+	return attachWith(ctx, c, t, trace, session.Register)
+}
+
+// attachWith is attach with the session's enrolment (and registration)
+// done by join: session.Register, or session.Enroll for a command that
+// registers its session together with its first request.
+func attachWith(ctx context.Context, c *cli.Context, t *session.Target, trace *session.StartTrace, join func(context.Context, *control.Client, ids.SessionID) (*session.Session, error)) (*session.Session, error) {
 	var progress session.Progress
 	if session.IsTerminal(int(os.Stderr.Fd())) && stderrOf(c) == os.Stderr {
 		progress = session.NewPrinter(os.Stderr, session.ProgressDelay)
@@ -127,12 +135,12 @@ func attach(ctx context.Context, c *cli.Context, t *session.Target, trace *sessi
 	if err != nil {
 		return nil, fail(c, "%v", err)
 	}
-	s, err := session.Register(ctx, client, t.Session)
+	s, err := join(ctx, client, t.Session)
 	if err != nil {
 		client.Close()
 		return nil, fail(c, "%v", err)
 	}
-	trace.Mark("session registered")
+	trace.Mark("enrolled")
 	return s, nil
 }
 

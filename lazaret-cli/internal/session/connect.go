@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/ids"
@@ -27,6 +28,20 @@ func (s *Session) ID() ids.SessionID { return s.Binding.SessionID }
 // (chosen by the caller before it attached, so that a coordinator it
 // spawned knows its starter) with a fresh Ed25519 session anchor key.
 func Register(ctx context.Context, client *control.Client, id ids.SessionID) (*Session, error) {
+	s, err := Enroll(ctx, client, id)
+	if err != nil {
+		return nil, err
+	}
+	if s.Capability, err = client.Register(ctx, s.Binding); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Enroll enrolls a fresh CLI ID on client and prepares the binding of
+// session id with a fresh Ed25519 session anchor key, without registering
+// it: RegisterExecute registers it and runs its command in one flight.
+func Enroll(ctx context.Context, client *control.Client, id ids.SessionID) (*Session, error) {
 	cli := ids.CLIID(ids.New())
 	if _, err := client.Enroll(ctx, cli); err != nil {
 		return nil, err
@@ -41,11 +56,19 @@ func Register(ctx context.Context, client *control.Client, id ids.SessionID) (*S
 		SessionID:              id,
 		SessionAnchorPublicKey: key.Public(),
 	}
-	capability, err := client.Register(ctx, binding)
+	return &Session{Client: client, Binding: binding, anchor: key}, nil
+}
+
+// RegisterExecute registers an enrolled session and runs argv in it
+// without a terminal, the two requests pipelined
+// (control.Client.RegisterExecute).
+func (s *Session) RegisterExecute(ctx context.Context, argv []string, stdout, stderr io.Writer) (protocol.SessionExit, error) {
+	capability, exit, err := s.Client.RegisterExecute(ctx, s.Binding, argv, stdout, stderr)
 	if err != nil {
-		return nil, err
+		return protocol.SessionExit{}, err
 	}
-	return &Session{Client: client, Binding: binding, Capability: capability, anchor: key}, nil
+	s.Capability = capability
+	return exit, nil
 }
 
 // Sign signs a decision on a prompt of this session with its anchor key.

@@ -94,6 +94,16 @@ func (p *stateAnchor) enterArgs(argv []string) ([]string, error) {
 	return p.a.EnterArgs(argv)
 }
 
+// openNamespaces opens the anchor's user and mount namespaces, checked
+// against its Ready report, for a child that enters them itself; the
+// caller closes them once the child is forked.
+func (p *stateAnchor) openNamespaces() ([]*os.File, error) {
+	if !p.live() {
+		return nil, errAnchorGone
+	}
+	return p.a.OpenNamespaces()
+}
+
 // pid is the anchor's PID; the anchor is the HC's unreaped child, so the
 // PID names it while it is not released.
 func (p *stateAnchor) pid() int { return p.a.Pid() }

@@ -1,19 +1,11 @@
 package coordinator
 
 import (
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/spawn"
-	"lazaret.dev/pkg/supervise"
 )
 
 // launcher starts the HC's gated children (the `runsc exec` clients) from
@@ -26,95 +18,53 @@ type launcher struct {
 
 func newLauncher() *launcher { return &launcher{thread: spawn.NewThread()} }
 
-// gated is a child held by `lazaret-supervisor gate` until opened, so its
-// pidfs identity is recorded before the program runs; execve keeps the
-// PID, pidfs inode and start time.
+// gated is a child held at its gate until opened, so its pidfs identity
+// is recorded before the program runs; execve keeps the PID, pidfs inode
+// and start time. The child is forked by pkg/spawn itself and waits at
+// the gate in the fork, before any program: once opened it enters the
+// State Anchor's namespaces with setns(2) and executes runsc, with no
+// gate or nsenter process in between.
 //
 // Once the gate is opened the session run (sessions.go) owns proc: it
 // waits for it, signals it and closes it after the reap. Until then
 // abandon ends it.
 type gated struct {
+	g        *spawn.Gated
 	proc     *spawn.Process
 	identity hostid.PidfsProcessIdentityV1
-	gate     *os.File // write end of the gate pipe
-	status   *os.File // read end of the exec-status pipe
 }
 
-// ErrGate means a gated child did not execute its program.
-var ErrGate = errors.New("gated child did not execute its program")
+// execClient is what a gated exec client runs: argv (argv[0] absolute)
+// with the runsc environment, its descriptors from 0 (stdin, stdout,
+// stderr, then the process spec), entering namespaces (the anchor's user
+// and mount namespaces, in that order) once the gate opens.
+type execClient struct {
+	argv       []string
+	files      []*os.File
+	namespaces []*os.File
+	// setctty makes descriptor 0, a pty replica, the controlling terminal
+	// of the client's new session.
+	setctty bool
+}
 
-// start starts cmd (whose Path and Args are the program) behind
-// supervisor's gate. extra become the program's descriptors from
-// supervise.GateLayout.NextFD() on.
-func (l *launcher) start(supervisor string, cmd *exec.Cmd, extra []*os.File, setctty bool) (*gated, error) {
-	gateR, gateW, err := os.Pipe()
+// start forks c held at its gate, in a new session, with PDEATHSIG
+// SIGKILL from the launcher's thread.
+func (l *launcher) start(c execClient) (*gated, error) {
+	g, err := l.thread.StartGated(&spawn.GatedCmd{
+		Path: c.argv[0], Args: c.argv, Env: runscEnv,
+		Files: c.files, Namespaces: c.namespaces,
+		Setsid: true, Setctty: c.setctty, Pdeathsig: syscall.SIGKILL,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("creating the gate pipe: %w", err)
-	}
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		gateR.Close()
-		gateW.Close()
-		return nil, fmt.Errorf("creating the exec-status pipe: %w", err)
-	}
-	program := cmd.Args
-	hand := supervise.Gate{Program: program, Gate: gateR, ExecStatus: statusW, Extra: extra}
-	args, err := hand.Argv()
-	if err == nil {
-		cmd.ExtraFiles, err = hand.ExtraFiles()
-	}
-	if err != nil {
-		gateR.Close()
-		gateW.Close()
-		statusR.Close()
-		statusW.Close()
 		return nil, err
 	}
-	cmd.Path = supervisor
-	cmd.Args = append([]string{supervisor}, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setsid:    true,
-		Setctty:   setctty,
-		Pdeathsig: syscall.SIGKILL,
-	}
-	proc, err := l.thread.Start(cmd)
-	gateR.Close()
-	statusW.Close()
-	if err != nil {
-		gateW.Close()
-		statusR.Close()
-		return nil, fmt.Errorf("starting %q: %w", program[0], err)
-	}
-	return &gated{proc: proc, identity: proc.Identity(), gate: gateW, status: statusR}, nil
+	return &gated{g: g, proc: g.Process(), identity: g.Process().Identity()}, nil
 }
 
-// open releases the gate and waits for the exec status: EOF means the
-// program runs.
-func (g *gated) open() error {
-	_, err := g.gate.Write([]byte{'G'})
-	g.gate.Close()
-	if err != nil {
-		g.status.Close()
-		return fmt.Errorf("opening the gate: %w", err)
-	}
-	var b [4]byte
-	n, err := io.ReadFull(g.status, b[:])
-	g.status.Close()
-	switch {
-	case n == 0 && (err == io.EOF):
-		return nil
-	case n == 4:
-		return fmt.Errorf("%w: %v", ErrGate, unix.Errno(binary.BigEndian.Uint32(b[:])))
-	}
-	return fmt.Errorf("%w: exec status unreadable: %v", ErrGate, err)
-}
+// open releases the gate and waits for the exec status: nil means runsc
+// runs; otherwise the error matches spawn.ErrExec and names the step.
+func (g *gated) open() error { return g.g.Open() }
 
-// abandon closes the gate without opening it (the gate exits 125), kills
-// the child through its pidfd and reaps it.
-func (g *gated) abandon() {
-	g.gate.Close()
-	g.status.Close()
-	g.proc.Kill()
-	g.proc.Wait()
-	g.proc.Close()
-}
+// abandon closes the gate without opening it (the child exits without
+// executing anything), kills the child through its pidfd and reaps it.
+func (g *gated) abandon() { g.g.Abandon() }

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -22,6 +21,7 @@ import (
 	"lazaret.dev/pkg/fsroot"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/initready"
 	"lazaret.dev/pkg/layout"
 	"lazaret.dev/pkg/supervise"
 	"lazaret.dev/pkg/sys"
@@ -51,6 +51,9 @@ type sandbox struct {
 	status supervise.ExitStatus
 	err    error
 	output *os.File // read end of the container's stdout and stderr
+	// ready is closed when the container's init announced that it runs
+	// (initready.Line on output).
+	ready chan struct{}
 }
 
 // sandboxStep is the Sandbox participant (StartRuntimeSupervisor,
@@ -144,6 +147,7 @@ func (p *sandboxStep) Start(ctx context.Context) error {
 		id:     s.containerID(),
 		user:   user,
 		exited: make(chan struct{}),
+		ready:  make(chan struct{}),
 	}
 	// The HC is the sandbox's direct edge: it exists and is committed
 	// when this snapshot is created.
@@ -181,7 +185,7 @@ func (p *sandboxStep) Start(ctx context.Context) error {
 		Logger: s.log,
 	}, sandboxHooks{s})
 	outW.Close()
-	go p.logOutput(outR)
+	go p.logOutput(outR, sb.ready)
 	if err != nil {
 		return fmt.Errorf("launching runsc under the runtime supervisor: %w", err)
 	}
@@ -232,58 +236,46 @@ func (h sandboxHooks) CommitChild(_ context.Context, s hostid.StagedProcessOwner
 	})
 }
 
-// waitRunning polls `runsc state` until the container runs, the runsc
-// child ends, or the start times out.
+// startBound bounds the wait for the container's init to announce that
+// it runs.
+const startBound = 60 * time.Second
+
+// waitRunning waits for the sandbox's ready event: the container's init
+// (lazaret-guest init, the first and only process in the container)
+// writes initready.Line first thing on its standard output, the pipe
+// logOutput reads, which nothing in the container can write before it
+// (pkg/initready). The line means what `runsc state` reporting "running"
+// meant, and more: the container was started and its init executes. If
+// the line never comes, the start fails when the attached runsc ends (its
+// supervisor reaped), when ctx ends, or after startBound, each with an
+// error naming the container.
 func (p *sandboxStep) waitRunning(ctx context.Context, sb *sandbox) error {
 	s := p.s
-	deadline := time.Now().Add(60 * time.Second)
-	delay := 5 * time.Millisecond
-	for {
-		state, err := p.containerState(ctx, sb)
-		if err == nil && state == "running" {
-			return nil
-		}
-		select {
-		case <-sb.exited:
-			s.trace.runtimeLost(errors.Is(sb.err, supervise.ErrNoExitReport))
-			return fmt.Errorf("runsc run of container %q ended during start (%v, %v); see the log", sb.id, sb.status, sb.err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("container %q did not reach running within 60s (last state %q, %v)", sb.id, state, err)
-		}
-		if delay < 50*time.Millisecond {
-			delay *= 2
-		}
+	bound := time.NewTimer(startBound)
+	defer bound.Stop()
+	select {
+	case <-sb.ready:
+		return nil
+	case <-sb.exited:
+		s.trace.runtimeLost(errors.Is(sb.err, supervise.ErrNoExitReport))
+		return fmt.Errorf("runsc run of container %q ended during start (%v, %v); see the log", sb.id, sb.status, sb.err)
+	case <-ctx.Done():
+		return fmt.Errorf("starting container %q: %w", sb.id, ctx.Err())
+	case <-bound.C:
+		return fmt.Errorf("the init of container %q did not announce that it runs within %v; see the log", sb.id, startBound)
 	}
-}
-
-// containerState returns the status field of `runsc state`.
-func (p *sandboxStep) containerState(ctx context.Context, sb *sandbox) (string, error) {
-	argv := append(sb.runsc.Global(), "state", sb.id)
-	out, err := p.anchor.run(ctx, argv)
-	if err != nil {
-		return "", err
-	}
-	var st struct {
-		Status string `json:"status"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil {
-		return "", fmt.Errorf("decoding runsc state: %w", err)
-	}
-	return st.Status, nil
 }
 
 // logOutput copies the container's stdout and stderr (the guest init and
-// runsc's own messages) to the log, line by line.
-func (p *sandboxStep) logOutput(r io.ReadCloser) {
+// runsc's own messages) to the log, line by line, and closes ready when
+// the init announces that it runs.
+func (p *sandboxStep) logOutput(r io.ReadCloser, ready chan struct{}) {
 	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 64<<10)
-	for sc.Scan() {
-		p.s.log.Info("sandbox output", "line", sc.Text())
+	err := initready.Watch(r, func(line string) {
+		p.s.log.Info("sandbox output", "line", line)
+	}, func() { close(ready) })
+	if err != nil {
+		p.s.log.Warn("reading the sandbox output", "err", err.Error())
 	}
 }
 
@@ -349,10 +341,11 @@ func (p *sandboxStep) Release(ctx context.Context) error {
 func (p *sandboxStep) running() bool { return p.sb != nil && !p.releasing.Load() }
 
 // execArgs is the argv of a `runsc exec` of the process spec at
-// processFile into the sandbox, entering the State Anchor's namespaces;
-// runsc writes the guest's PID to pidFile.
-func (p *sandboxStep) execArgs(processFile, pidFile string) ([]string, error) {
-	return p.anchor.enterArgs(p.sb.runsc.Exec(p.sb.id, processFile, pidFile))
+// processFile into the sandbox, to run inside the State Anchor's
+// namespaces (the exec client enters them itself, launch.go); runsc
+// writes the guest's PID to pidFile.
+func (p *sandboxStep) execArgs(processFile, pidFile string) []string {
+	return p.sb.runsc.Exec(p.sb.id, processFile, pidFile)
 }
 
 // killProcess sends SIGKILL to the guest process pid (`runsc kill --pid`).

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,12 +24,12 @@ import (
 	"lazaret.dev/pkg/mailbox"
 	"lazaret.dev/pkg/protocol"
 	"lazaret.dev/pkg/store"
-	"lazaret.dev/pkg/supervise"
+	"lazaret.dev/pkg/sys"
 )
 
 // processFD is the descriptor number of the sealed memfd holding the
-// session's process spec in the exec client: the gate's first extra.
-var processFD = supervise.GateLayout.NextFD()
+// session's process spec in the exec client, after its stdio.
+const processFD = 3
 
 // Errors of session handling.
 var (
@@ -247,11 +246,15 @@ func sealedMemfd(name string, data []byte) (*os.File, error) {
 
 // run is one running exec client and its terminal record.
 type run struct {
-	s        *sessions
-	id       ids.SessionID
-	term     domainstore.SessionTerminal
-	gc       *gated
+	s    *sessions
+	id   ids.SessionID
+	term domainstore.SessionTerminal
+	gc   *gated
+	// pidFile is the FIFO runsc exec writes the guest's PID to; pidR is
+	// its read end, open from before the client starts until
+	// recordGuest has read it.
 	pidFile  string
+	pidR     *os.File
 	guestPID int
 	killed   bool
 	mu       sync.Mutex
@@ -274,6 +277,23 @@ func (r *run) putTerminal(t domainstore.SessionTerminal, proof *store.AbsencePro
 		return fmt.Errorf("recording the session terminal as %v: %w", t.State, err)
 	}
 	r.term = t
+	return nil
+}
+
+// putTerminals records ts in order in one transaction, each checked
+// against the one before it.
+func (r *run) putTerminals(ts ...domainstore.SessionTerminal) error {
+	if err := r.s.scope.store.Update(func(tx *domainstore.Tx) error {
+		for _, t := range ts {
+			if err := tx.PutTerminal(t, nil); err != nil {
+				return fmt.Errorf("recording the session terminal as %v: %w", t.State, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	r.term = ts[len(ts)-1]
 	return nil
 }
 
@@ -312,12 +332,22 @@ func (s *sessions) startRun(rs runSpec) (*run, error) {
 	}, nil); err != nil {
 		return nil, err
 	}
-	argvIn, err := s.sandbox.execArgs("/proc/self/fd/"+strconv.Itoa(processFD), r.pidFile)
+	if r.pidR, err = guestPIDFifo(r.pidFile); err != nil {
+		return r, err
+	}
+	ns, err := s.sandbox.anchor.openNamespaces()
 	if err != nil {
 		return r, fmt.Errorf("entering the state anchor's namespaces: %w", err)
 	}
-	cmd := &exec.Cmd{Args: argvIn, Env: runscEnv, Dir: "/", Stdin: rs.stdin, Stdout: rs.stdout, Stderr: rs.stderr}
-	gc, err := s.l.start(g.help.Supervisor, cmd, []*os.File{mem}, rs.terminal)
+	gc, err := s.l.start(execClient{
+		argv:       s.sandbox.execArgs("/proc/self/fd/"+strconv.Itoa(processFD), r.pidFile),
+		files:      []*os.File{rs.stdin, rs.stdout, rs.stderr, mem},
+		namespaces: ns,
+		setctty:    rs.terminal,
+	})
+	for _, f := range ns {
+		f.Close()
+	}
 	if err != nil {
 		return r, err
 	}
@@ -332,12 +362,17 @@ func (s *sessions) startRun(rs runSpec) (*run, error) {
 		}
 		t.PtyMaster = &domainstore.PtyIdentity{MasterFD: uint32(m.Fd()), Device: st.Rdev, Inode: st.Ino}
 	}
-	if err := r.putTerminal(t, nil); err != nil {
-		gc.abandon()
-		return r, err
-	}
+	staged := t
 	t.ExecClient = committed(gc.identity)
-	if err := r.putTerminal(t, nil); err != nil {
+	// Staged and then Committed, each checked by the store's guard, in
+	// one durable transaction: the client waits at its gate until it is
+	// committed, so the only state this drops is "staged on disk but not
+	// committed", in which the client had not run and a crash of the HC
+	// had killed it (its parent-death signal). Crash states before the
+	// transaction (the client exists, only Intent is recorded) are the
+	// same as with two transactions, and the program still runs only
+	// after Committed is durable.
+	if err := r.putTerminals(staged, t); err != nil {
 		gc.abandon()
 		return r, err
 	}
@@ -349,38 +384,79 @@ func (s *sessions) startRun(rs runSpec) (*run, error) {
 	return r, nil
 }
 
-// recordGuest waits for runsc exec's internal PID file and records the
-// guest process; running moves an interactive terminal to Running.
+// guestPIDFifo creates the FIFO at path that runsc exec writes the
+// guest's PID to (--internal-pid-file, which runsc opens for writing and
+// writes once, after the guest process started) and opens its read end,
+// without blocking and before the client exists, so runsc's open never
+// waits for a reader.
+func guestPIDFifo(path string) (*os.File, error) {
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		return nil, &os.PathError{Op: "mkfifo", Path: path, Err: err}
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		os.Remove(path)
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// recordGuest records the guest process once runsc exec reported its PID
+// on the FIFO; running moves an interactive terminal to Running. It waits
+// for that report or for the exec client's exit, whichever comes first
+// (poll(2) on the FIFO and the client's pidfd): no polling loop. A client
+// that exits without reporting leaves the terminal without a guest
+// process.
 func (r *run) recordGuest(running bool) {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(r.pidFile)
-		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil || pid <= 0 {
-				r.s.scope.log.Warn("unreadable guest pid file", "path", r.pidFile)
-				return
-			}
-			r.mu.Lock()
-			r.guestPID = pid
-			r.mu.Unlock()
-			t := r.term
-			// The leader's start time inside gVisor is not observable from
-			// the host without another exec; it is recorded as 0. runsc
-			// starts each exec'd process as its own process group leader.
-			t.GuestProcess = &domainstore.GuestProcessIdentity{LeaderPID: uint32(pid), ProcessGroupID: uint32(pid)}
-			if running {
-				t.State = domainstore.TerminalRunning
-			}
-			if err := r.putTerminal(t, nil); err != nil {
-				r.s.scope.log.Warn("recording the guest process", "err", err.Error())
-			}
+	defer r.pidR.Close()
+	var buf []byte
+	b := make([]byte, 32)
+read:
+	for len(buf) <= 32 { // a PID is at most 10 digits
+		fds := []unix.PollFd{{Fd: int32(r.pidR.Fd()), Events: unix.POLLIN}, {Fd: int32(r.gc.proc.Fd()), Events: unix.POLLIN}}
+		if _, err := sys.Poll(fds, -1); err != nil {
+			r.s.scope.log.Warn("waiting for the guest pid", "path", r.pidFile, "err", err.Error())
 			return
 		}
-		if r.gc.proc.Signal(0) != nil {
+		n, err := unix.Read(int(r.pidR.Fd()), b)
+		switch {
+		case n > 0:
+			buf = append(buf, b[:n]...)
+		case n == 0:
+			// The writer closed, or the client exited without opening
+			// the FIFO.
+			break read
+		case err == unix.EAGAIN || err == unix.EINTR:
+			if fds[1].Revents != 0 {
+				break read // the client exited
+			}
+		default:
+			r.s.scope.log.Warn("reading the guest pid", "path", r.pidFile, "err", err.Error())
 			return
 		}
-		time.Sleep(2 * time.Millisecond)
+	}
+	text := strings.TrimSpace(string(buf))
+	if text == "" {
+		return
+	}
+	pid, err := strconv.Atoi(text)
+	if err != nil || pid <= 0 {
+		r.s.scope.log.Warn("unreadable guest pid", "path", r.pidFile)
+		return
+	}
+	r.mu.Lock()
+	r.guestPID = pid
+	r.mu.Unlock()
+	t := r.term
+	// The leader's start time inside gVisor is not observable from the
+	// host without another exec; it is recorded as 0. runsc starts each
+	// exec'd process as its own process group leader.
+	t.GuestProcess = &domainstore.GuestProcessIdentity{LeaderPID: uint32(pid), ProcessGroupID: uint32(pid)}
+	if running {
+		t.State = domainstore.TerminalRunning
+	}
+	if err := r.putTerminal(t, nil); err != nil {
+		r.s.scope.log.Warn("recording the guest process", "err", err.Error())
 	}
 }
 
@@ -402,9 +478,10 @@ func (r *run) kill() {
 	}
 }
 
-// finish turns the exec client's wait result into the session's exit and
-// releases the terminal record.
-func (r *run) finish(waitErr error) protocol.SessionExit {
+// outcome turns the exec client's wait result into the session's exit.
+// The terminal record is released by release, after the exit was reported
+// (finishLater).
+func (r *run) outcome(waitErr error) protocol.SessionExit {
 	exit := protocol.SessionExit{SessionID: r.id}
 	r.mu.Lock()
 	killed := r.killed
@@ -423,9 +500,21 @@ func (r *run) finish(waitErr error) protocol.SessionExit {
 		exit.Outcome = protocol.ExitExited
 		exit.ExitCode = ptr(uint8(ps.ExitCode()))
 	}
-	r.release()
 	r.s.scope.log.Info("session ended", "session", r.id.String(), "outcome", fmt.Sprint(exit.Outcome), "wait", fmt.Sprint(waitErr))
 	return exit
+}
+
+// finishLater releases the terminal record (ReleaseIntent, then Clean)
+// and then ends the session's command, in the background: the exit, which
+// the exec client's reaped status already decided, is reported to the CLI
+// without waiting for these two durable writes. The command stays counted
+// as active until they are done, so neither the linger nor a teardown
+// overtakes them; no record or its order changes.
+func (r *run) finishLater() {
+	go func() {
+		r.release()
+		r.s.end(r.id)
+	}()
 }
 
 // release records ReleaseIntent and then Clean: the exec client has been
@@ -433,6 +522,8 @@ func (r *run) finish(waitErr error) protocol.SessionExit {
 func (r *run) release() {
 	if r.guestDone != nil {
 		<-r.guestDone
+	} else if r.pidR != nil {
+		r.pidR.Close() // the client never ran: nothing reports a PID
 	}
 	t := r.term
 	if t.State == domainstore.TerminalIntent && t.ContainerID == nil {
@@ -465,15 +556,16 @@ func (s *sessions) Execute(ctx context.Context, req control.ExecRequest, stdout,
 	if err := s.begin(req.Binding.SessionID); err != nil {
 		return protocol.SessionExit{}, err
 	}
-	defer s.end(req.Binding.SessionID)
 	outR, outW, err := os.Pipe()
 	if err != nil {
+		s.end(req.Binding.SessionID)
 		return protocol.SessionExit{}, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
+		s.end(req.Binding.SessionID)
 		return protocol.SessionExit{}, err
 	}
 	r, err := s.startRun(runSpec{binding: req.Binding, capability: req.Capability, argv: req.Argv, stdout: outW, stderr: errW})
@@ -485,6 +577,7 @@ func (s *sessions) Execute(ctx context.Context, req control.ExecRequest, stdout,
 		if r != nil {
 			r.release()
 		}
+		s.end(req.Binding.SessionID)
 		return protocol.SessionExit{}, err
 	}
 	r.watchGuest(false)
@@ -505,7 +598,9 @@ func (s *sessions) Execute(ctx context.Context, req control.ExecRequest, stdout,
 		werr = <-waited
 	}
 	copies.Wait()
-	return r.finish(werr), nil
+	exit := r.outcome(werr)
+	r.finishLater()
+	return exit, nil
 }
 
 // copyOut copies r to w and closes r; after a write error it drains r so
@@ -555,9 +650,9 @@ func (s *sessions) Interactive(ctx context.Context, req control.InteractiveReque
 		// output still queued is read until a short deadline, then Read
 		// reports the end.
 		master.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-		p.exit = r.finish(werr)
+		p.exit = r.outcome(werr)
 		close(p.done)
-		s.end(req.Binding.SessionID)
+		r.finishLater()
 	}()
 	go func() {
 		select {

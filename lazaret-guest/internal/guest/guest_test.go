@@ -1,8 +1,10 @@
 package guest
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"lazaret.dev/pkg/initready"
 	"lazaret.dev/pkg/protocol"
 )
 
@@ -155,7 +158,12 @@ func runScript(path string, args ...string) (string, error) {
 func TestInitReapsAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Init(ctx) }()
+	announce, wrote := io.Pipe()
+	go func() { done <- Init(ctx, wrote) }()
+	line, err := bufio.NewReader(announce).ReadString('\n')
+	if err != nil || line != initready.Line+"\n" {
+		t.Fatalf("Init announced %q (%v), want %q", line, err, initready.Line+"\n")
+	}
 	// A child nobody waits for: Init must reap it.
 	pid, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", "exit 0"}, &syscall.ProcAttr{})
 	if err != nil {
