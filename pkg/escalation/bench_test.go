@@ -10,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"lazaret.dev/pkg/audit"
 	"lazaret.dev/pkg/config"
 	"lazaret.dev/pkg/escalation"
 	"lazaret.dev/pkg/escalation/escalationtest"
-	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/mailbox"
 	"lazaret.dev/pkg/protocol"
 )
@@ -67,25 +65,6 @@ func rawRoundTrip(b *testing.B) float64 {
 	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 }
 
-// auditJournal is the coordinator's journal without its logging: the
-// audit log admits each request at Verified, writes every record, and
-// syncs at the durable ones.
-func auditJournal(w *audit.Writer) func(escalation.Event) error {
-	gen := ids.GenerationID(ids.New())
-	return func(ev escalation.Event) error {
-		if ev.Phase == escalation.PhaseVerified {
-			if err := w.Admit(); err != nil {
-				return err
-			}
-		}
-		r := audit.FromEvent(gen, time.Now(), ev)
-		if ev.Durable {
-			return w.Append(r)
-		}
-		return w.Write(r)
-	}
-}
-
 // roundTrips runs b.N auto-approved /usr/bin/true through h, each from
 // writing the request to the delivered result.
 func roundTrips(b *testing.B, h *harness) {
@@ -115,19 +94,13 @@ func roundTrips(b *testing.B, h *harness) {
 //   - exec: a bare fork/exec of /usr/bin/true from Go, to its exit;
 //   - true: an auto-approved /usr/bin/true from writing the request to
 //     the delivered result (the guest's final acknowledgment processed),
-//     without an audit log; "x-raw" is its ratio to raw;
-//   - audited: the same with the Domain's audit log as the coordinator
-//     keeps it (Admit, a write per transition, an fsync at each durable
-//     one), in the test's temporary directory; "x-base" is its ratio to
-//     raw + exec.
+//     without an audit log; "x-raw" is its ratio to raw.
 //
 // Every guest side waits on its fixture's one inbox watcher.
+// BenchmarkRoundTripAudited is the same with the audit log.
 func BenchmarkRoundTrip(b *testing.B) {
 	b.ReportAllocs()
-	rules := func(string) []config.AutoApprovalRule {
-		return []config.AutoApprovalRule{{CanonicalExecutable: "/usr/bin/true"}}
-	}
-	var raw, fork float64
+	var raw float64
 	b.Run("raw", func(b *testing.B) { raw = rawRoundTrip(b) })
 	b.Run("exec", func(b *testing.B) {
 		b.ReportAllocs()
@@ -136,30 +109,18 @@ func BenchmarkRoundTrip(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		fork = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	})
 	b.Run("true", func(b *testing.B) {
-		h := newHarness(b, rules, func(c *escalation.Config) { c.OnEvent = nil })
+		h := newHarness(b, trueRule, func(c *escalation.Config) { c.OnEvent = nil })
 		roundTrips(b, h)
 		if raw > 0 {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/raw, "x-raw")
 		}
 	})
-	b.Run("audited", func(b *testing.B) {
-		w, err := audit.Open(filepath.Join(b.TempDir(), "bench.audit"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer w.Close()
-		h := newHarness(b, rules, func(c *escalation.Config) {
-			c.OnEvent = nil
-			c.Journal = auditJournal(w)
-		})
-		roundTrips(b, h)
-		if raw > 0 && fork > 0 {
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(raw+fork), "x-base")
-		}
-	})
+}
+
+func trueRule(string) []config.AutoApprovalRule {
+	return []config.AutoApprovalRule{{CanonicalExecutable: "/usr/bin/true"}}
 }
 
 // BenchmarkTransfer10MB streams 10 MB of host output to the guest side.
