@@ -599,3 +599,51 @@ func TestCommitFailureIsSticky(t *testing.T) {
 		t.Fatalf("Admit after a failed Commit = %v, want ErrWriterFailed", err)
 	}
 }
+
+// TestWrittenRecordsSurviveTheWriter: a coordinator that dies between a
+// Write and the next Commit leaves every record it wrote in the file (the
+// page cache outlives the process), and the next Writer continues the
+// chain after them.
+func TestWrittenRecordsSurviveTheWriter(t *testing.T) {
+	syncs := countFsyncs(t, nil)
+	path := filepath.Join(t.TempDir(), "x.audit")
+	w, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := syncs.Load()
+	recs := lifecycle()
+	for _, r := range recs[:2] {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Die: the descriptor goes away with the process, without Close's
+	// commit.
+	w.mu.Lock()
+	unix.Close(w.fd)
+	w.fd = -1
+	w.mu.Unlock()
+	if n := syncs.Load() - opened; n != 0 {
+		t.Fatalf("%d fsyncs before the death, want 0", n)
+	}
+	w2, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open after the death: %v", err)
+	}
+	if err := w2.Append(recs[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("Read = %d records, %v; want 3", len(got), err)
+	}
+	for i, r := range got {
+		if r.Phase != recs[i].Phase {
+			t.Errorf("record %d phase %v, want %v", i, r.Phase, recs[i].Phase)
+		}
+	}
+}
