@@ -278,8 +278,16 @@ func TestGuestShimInstall(t *testing.T) {
 	}
 }
 
-// forbiddenDeps may never be in lazaret-guest's dependency graph.
+// forbiddenDeps may never be in lazaret-guest's dependency graph. The
+// host's command-line framework is among them for start-up time: the
+// guest starts once per request inside gVisor, where every package
+// initialisation costs, and that framework's (templates, a Markdown
+// renderer, regular expressions) was most of the guest's own.
 var forbiddenDeps = []string{
+	"github.com/urfave/cli",
+	"github.com/russross/blackfriday",
+	"text/template",
+	"lazaret.dev/pkg/cmdmain",
 	"go.etcd.io/bbolt",
 	"github.com/google/nftables",
 	"github.com/mdlayher/netlink",
@@ -389,5 +397,39 @@ func BenchmarkGuestRoundTrip(b *testing.B) {
 			}
 			time.Sleep(20 * time.Microsecond)
 		}
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	tests := []struct {
+		args   []string
+		code   int
+		stdout string // prefix
+		stderr string // substring
+	}{
+		{nil, exitUsage, "", "usage:"},
+		{[]string{"--version"}, 0, "lazaret-guest version ", ""},
+		{[]string{"-v"}, 0, "lazaret-guest version ", ""},
+		{[]string{"help"}, 0, "usage:", ""},
+		{[]string{"--help"}, 0, "usage:", ""},
+		{[]string{"frob"}, exitUsage, "", `unknown command "frob"`},
+		{[]string{"shim"}, exitUsage, "", "shim needs the subcommand install"},
+		{[]string{"shim", "install"}, exitUsage, "", "needs at least one NAME"},
+		{[]string{"shim", "install", "--bogus", "gh"}, exitUsage, "", "flag provided but not defined: -bogus"},
+		{[]string{"shim", "install", "-h"}, 0, "usage:", ""},
+		{[]string{"init", "extra"}, exitUsage, "", "init takes no arguments"},
+		{[]string{"run"}, 123, "", "run needs the host command"},
+		{[]string{"run", "--"}, 123, "", "run needs the host command"},
+		{[]string{"run", "--bogus", "--", "/usr/bin/true"}, 123, "", "flag provided but not defined: -bogus"},
+		{[]string{"run", "-h"}, 0, "usage:", ""},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var o, e bytes.Buffer
+			code := run(context.Background(), tt.args, &o, &e)
+			if code != tt.code || !strings.HasPrefix(o.String(), tt.stdout) || !strings.Contains(e.String(), tt.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q..., ...%q...", code, o.String(), e.String(), tt.code, tt.stdout, tt.stderr)
+			}
+		})
 	}
 }

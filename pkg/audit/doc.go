@@ -56,9 +56,14 @@
 // the open), mode 0600, and refuses anything but a regular file owned by the effective user
 // and not writable by group or others. It verifies the existing chain before
 // the first append and refuses a broken one; it never rewrites or truncates
-// the file. Each record is one write(2) followed by fsync(2); a failed or
-// short write or a failed fsync stops the Writer for good, since the chain
-// after it could not be trusted.
+// the file. Each record is one write(2), made at once so that it survives
+// the death of the coordinator; Commit makes every record written so far
+// durable with one fsync(2), and Append is a Write and a Commit. The
+// escalation engine marks the transitions that must be durable before it
+// acts on them (escalation.Event.Durable), so a request costs an fsync per
+// durable point, not per record. A failed or short write or a failed fsync
+// stops the Writer for good, since the chain after it could not be
+// trusted.
 //
 // Open file description locks (F_OFD_SETLK) keep processes apart: a Writer
 // holds a write lock on one byte far past any real offset for its whole

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -491,6 +492,158 @@ func TestConcurrentAppend(t *testing.T) {
 		seen[r.Request] = true
 		if r.Phase != escalation.PhaseCompleted {
 			t.Fatalf("phase %v", r.Phase)
+		}
+	}
+}
+
+// countFsyncs replaces fsync for the test: it counts the calls and
+// returns fail's error (nil: the real fsync).
+func countFsyncs(t *testing.T, fail func() error) *atomic.Int32 {
+	t.Helper()
+	var n atomic.Int32
+	orig := fsync
+	fsync = func(fd int) error {
+		n.Add(1)
+		if fail != nil {
+			if err := fail(); err != nil {
+				return err
+			}
+		}
+		return orig(fd)
+	}
+	t.Cleanup(func() { fsync = orig })
+	return &n
+}
+
+// TestWriteThenCommit: Write puts the line in the file at once (a reader
+// and a process that outlives the Writer see it) without an fsync;
+// Commit makes everything written so far durable with one fsync, and
+// none when nothing was written since; Close commits what is left.
+func TestWriteThenCommit(t *testing.T) {
+	syncs := countFsyncs(t, nil)
+	path := filepath.Join(t.TempDir(), "x.audit")
+	w, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := syncs.Load()
+	for _, r := range lifecycle()[:3] {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if recs, err := Read(path); err != nil || len(recs) != 3 {
+		t.Fatalf("Read after three Writes = %d records, %v", len(recs), err)
+	}
+	if n := syncs.Load() - opened; n != 0 {
+		t.Fatalf("%d fsyncs for three Writes, want 0", n)
+	}
+	for i := range 2 { // the second Commit has nothing left to sync
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if n := syncs.Load() - opened; n != 1 {
+			t.Fatalf("commit %d: %d fsyncs in all, want 1", i+1, n)
+		}
+	}
+	if err := w.Append(completed()); err != nil {
+		t.Fatal(err)
+	}
+	if n := syncs.Load() - opened; n != 2 {
+		t.Fatalf("%d fsyncs after Append, want 2", n)
+	}
+	if err := w.Write(completed()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := syncs.Load() - opened; n != 3 {
+		t.Fatalf("%d fsyncs after Close with a record written since the last commit, want 3", n)
+	}
+	if recs, err := Read(path); err != nil || len(recs) != 5 {
+		t.Fatalf("Read after Close = %d records, %v", len(recs), err)
+	}
+}
+
+// TestCommitFailureIsSticky: a failed fsync stops the Writer as a failed
+// write does, since what it wrote may not be on the disk.
+func TestCommitFailureIsSticky(t *testing.T) {
+	var fail atomic.Bool
+	countFsyncs(t, func() error {
+		if fail.Load() {
+			return unix.EIO
+		}
+		return nil
+	})
+	w, err := Open(filepath.Join(t.TempDir(), "x.audit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Write(completed()); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	if err := w.Commit(); !errors.Is(err, unix.EIO) {
+		t.Fatalf("Commit = %v, want EIO", err)
+	}
+	fail.Store(false)
+	if err := w.Write(completed()); !errors.Is(err, ErrWriterFailed) {
+		t.Fatalf("Write after a failed Commit = %v, want ErrWriterFailed", err)
+	}
+	if err := w.Commit(); !errors.Is(err, ErrWriterFailed) {
+		t.Fatalf("Commit after a failed Commit = %v, want ErrWriterFailed", err)
+	}
+	if err := w.Admit(); !errors.Is(err, ErrWriterFailed) {
+		t.Fatalf("Admit after a failed Commit = %v, want ErrWriterFailed", err)
+	}
+}
+
+// TestWrittenRecordsSurviveTheWriter: a coordinator that dies between a
+// Write and the next Commit leaves every record it wrote in the file (the
+// page cache outlives the process), and the next Writer continues the
+// chain after them.
+func TestWrittenRecordsSurviveTheWriter(t *testing.T) {
+	syncs := countFsyncs(t, nil)
+	path := filepath.Join(t.TempDir(), "x.audit")
+	w, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := syncs.Load()
+	recs := lifecycle()
+	for _, r := range recs[:2] {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Die: the descriptor goes away with the process, without Close's
+	// commit.
+	w.mu.Lock()
+	unix.Close(w.fd)
+	w.fd = -1
+	w.mu.Unlock()
+	if n := syncs.Load() - opened; n != 0 {
+		t.Fatalf("%d fsyncs before the death, want 0", n)
+	}
+	w2, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open after the death: %v", err)
+	}
+	if err := w2.Append(recs[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("Read = %d records, %v; want 3", len(got), err)
+	}
+	for i, r := range got {
+		if r.Phase != recs[i].Phase {
+			t.Errorf("record %d phase %v, want %v", i, r.Phase, recs[i].Phase)
 		}
 	}
 }

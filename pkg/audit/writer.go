@@ -13,15 +13,33 @@ import (
 	"lazaret.dev/pkg/sys"
 )
 
+// fsync is unix.Fsync; tests count and fail it.
+var fsync = unix.Fsync
+
 // Writer appends records to one audit log file. It is safe for concurrent
-// use; records are written in the order their Append calls take the lock.
+// use; records are written in the order their Write or Append calls take
+// the lock.
+//
+// A record is written with one write(2) as soon as it is given, so that
+// it survives the death of the writing process, and becomes durable with
+// the next fsync(2): Append syncs at once, Write leaves the sync to the
+// next Commit (or Append, or Close), which covers every record written
+// before it. The escalation engine says which transitions must be durable
+// before it acts on them (escalation.Event.Durable), so a request costs
+// one fsync per durable point rather than one per record.
 type Writer struct {
 	path string
 
-	mu     sync.Mutex
-	fd     int        // -1 after Close
-	prev   ids.Digest // SHA-256 of the last line
-	failed error      // the write or fsync failure that stopped the Writer
+	// syncMu serialises fsyncs, without holding mu, so that records can
+	// be written while an earlier commit waits for the disk.
+	syncMu sync.Mutex
+
+	mu      sync.Mutex
+	fd      int        // -1 after Close
+	prev    ids.Digest // SHA-256 of the last line
+	failed  error      // the write or fsync failure that stopped the Writer
+	written uint64     // records written
+	synced  uint64     // records known durable: written before the last fsync
 }
 
 // Open opens the audit log at path for appending, creating it (mode 0600)
@@ -94,20 +112,26 @@ func syncDir(dir string) error {
 // Path is the file's path.
 func (w *Writer) Path() string { return w.path }
 
-// Append sets r.Prev to the chain's last value and writes r as one line
-// with a single write(2), then fsyncs the file. A record that breaks a
-// field rule is refused (ErrInvalidRecord) and nothing is written. A
-// failed or short write, or a failed fsync, stops the Writer: every later
-// Append returns ErrWriterFailed, because the file may now end in a
-// partial line.
+// Append writes r as Write does and then makes it, and every record
+// written before it, durable as Commit does.
 func (w *Writer) Append(r Record) error {
+	if err := w.Write(r); err != nil {
+		return err
+	}
+	return w.Commit()
+}
+
+// Write sets r.Prev to the chain's last value and writes r as one line
+// with a single write(2), without waiting for it to reach the disk: the
+// next Commit makes it durable. A record that breaks a field rule is
+// refused (ErrInvalidRecord) and nothing is written. A failed or short
+// write stops the Writer: every later Write, Append and Commit returns
+// ErrWriterFailed, because the file may now end in a partial line.
+func (w *Writer) Write(r Record) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case w.fd < 0:
-		return fmt.Errorf("audit log %q: %w", w.path, ErrClosed)
-	case w.failed != nil:
-		return fmt.Errorf("audit log %q: %w: %w", w.path, ErrWriterFailed, w.failed)
+	if err := w.usable(); err != nil {
+		return err
 	}
 	r.Prev = w.prev
 	b, err := r.encode()
@@ -129,21 +153,75 @@ func (w *Writer) Append(r Record) error {
 		w.failed = err
 	case n != len(b):
 		w.failed = fmt.Errorf("write %s: short write of %d of %d bytes", w.path, n, len(b))
-	default:
-		if err := unix.Fsync(w.fd); err != nil {
-			w.failed = &os.PathError{Op: "fsync", Path: w.path, Err: err}
-		}
 	}
 	if w.failed != nil {
 		return fmt.Errorf("audit log %q: %w", w.path, w.failed)
 	}
 	w.prev = next
+	w.written++
 	return nil
 }
 
-// Close releases the file and its locks. Later Appends return ErrClosed;
-// a second Close does nothing.
+// usable reports why the Writer takes no more records; w.mu is held.
+func (w *Writer) usable() error {
+	switch {
+	case w.fd < 0:
+		return fmt.Errorf("audit log %q: %w", w.path, ErrClosed)
+	case w.failed != nil:
+		return fmt.Errorf("audit log %q: %w: %w", w.path, ErrWriterFailed, w.failed)
+	}
+	return nil
+}
+
+// Commit makes every record written so far durable with one fsync(2),
+// or none when an earlier Commit already covered them (a commit of
+// another request that ran meanwhile counts). A failed fsync stops the
+// Writer, as a failed write does.
+func (w *Writer) Commit() error {
+	w.mu.Lock()
+	if err := w.usable(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	target := w.written
+	w.mu.Unlock()
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	w.mu.Lock()
+	if err := w.usable(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	if w.synced >= target {
+		w.mu.Unlock()
+		return nil
+	}
+	// Everything written up to here is covered by the fsync below.
+	fd, upto := w.fd, w.written
+	w.mu.Unlock()
+	err := fsync(fd)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if w.failed == nil {
+			w.failed = &os.PathError{Op: "fsync", Path: w.path, Err: err}
+		}
+		return fmt.Errorf("audit log %q: %w", w.path, w.failed)
+	}
+	w.synced = upto
+	return nil
+}
+
+// Close makes the records written since the last Commit durable and
+// releases the file and its locks. Later Writes, Appends and Commits
+// return ErrClosed; a second Close does nothing.
 func (w *Writer) Close() error {
+	cerr := w.Commit()
+	if errors.Is(cerr, ErrClosed) || errors.Is(cerr, ErrWriterFailed) {
+		cerr = nil // nothing more to make durable
+	}
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fd < 0 {
@@ -154,5 +232,5 @@ func (w *Writer) Close() error {
 	if err != nil {
 		return &os.PathError{Op: "close", Path: w.path, Err: err}
 	}
-	return nil
+	return cerr
 }

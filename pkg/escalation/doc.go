@@ -14,7 +14,9 @@
 // with acknowledgment tracking. What does not: the terminal prompt itself
 // (the coordinator implements Prompter and the CLI owns the terminal),
 // session registration and the control socket, the audit log (fed through
-// Config.OnEvent), and the mailbox file protocol (pkg/mailbox).
+// Config.Journal, which the engine tells where a record must be durable
+// before it acts: Event.Durable), and the mailbox file protocol
+// (pkg/mailbox).
 //
 // Files:
 //   - plan.go: CommandRequiresShell and Decide, pure and table-tested.

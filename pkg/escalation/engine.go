@@ -89,12 +89,15 @@ type Config struct {
 	// discarded records and refused requests. The coordinator passes a
 	// rate-limited logger; nil means Logger.
 	Noisy *slog.Logger
-	// Journal, when set, makes each transition durable (the audit log)
-	// before the engine acts on it; it must not block for long. An error
-	// for PhaseVerified refuses the request before it becomes active
-	// (ErrAudit, answered Failed); an error for a later transition lets
-	// the request run to its end but never start its host command: the
-	// request fails at Executing, or is cancelled before its prompt.
+	// Journal, when set, records each transition (the audit log) before
+	// the engine acts on it; it must not block for long. It must write
+	// every record at once, and when Event.Durable is set make that record
+	// and every one written before it durable before it returns; records
+	// without Durable become durable with the next one that has it. An
+	// error for PhaseVerified refuses the request before it becomes
+	// active (ErrAudit, answered Failed); an error for a later transition
+	// lets the request run to its end but never start its host command:
+	// the request fails at Executing, or is cancelled before its prompt.
 	Journal func(Event) error
 	// OnEvent, when set, is called on every request transition after
 	// Journal (for the coordinator's log and protocol trace). It must not
@@ -177,6 +180,19 @@ type Event struct {
 	// Decider is the session binding of the verified developer decision,
 	// from the decision on; nil before and for auto-approved requests.
 	Decider *protocol.SessionBinding
+	// Durable is set on the transitions after which something leaves the
+	// engine that the audit log must already hold: the prompt is shown
+	// (BeginPrompt: AwaitingApproval in session phase Prompting), the host
+	// command starts (Executing), the result is written to the inbox (the
+	// pending phases), a refusal is answered (Refused). Config.Journal
+	// makes such a record, and every record before it, durable before it
+	// returns. The others (Verified, Approved, the terminal phases, and
+	// the changes of session phase or reason between them) are written at
+	// once and made durable by the next durable record of any request, or
+	// when the journal closes: nothing outside the engine depends on them
+	// until then. An auto-approved request has two durable points,
+	// Executing and its pending phase.
+	Durable bool
 }
 
 // Engine verifies mailbox records and drives requests. Build one per
@@ -382,7 +398,7 @@ func (e *Engine) lookup(gone *ids.SessionID) protocol.SessionLookup {
 func (e *Engine) refuse(r *request, sphase SessionPhase, reason error) error {
 	ev := Event{Session: r.session, Request: r.id, Phase: PhaseRefused, SessionPhase: sphase, Rule: -1,
 		Argv: slices.Clone(r.verified.Request.CommandArgv), Outcome: protocol.OutcomeFailed, Err: reason,
-		Binding: r.verified.Request.SessionBinding}
+		Binding: r.verified.Request.SessionBinding, Durable: true}
 	// A refusal because the journal failed is not journaled: the write
 	// could only fail too, and a failed write stops the audit log.
 	if !errors.Is(reason, ErrAudit) {

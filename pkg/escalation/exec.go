@@ -77,7 +77,9 @@ func (r *request) execute(argv []string) (protocol.EscalationOutcome, *uint8, er
 		cause := context.Cause(r.ctx)
 		return outcomeOf(cause), nil, cause
 	}
-	r.transition(nil, func() { r.phase, r.sphase = PhaseExecuting, SessionHostExecuting })
+	// Every record of the request up to here becomes durable with this
+	// one, before the command starts.
+	r.commit(nil, func() { r.phase, r.sphase = PhaseExecuting, SessionHostExecuting })
 	if err := r.unaudited(); err != nil {
 		// Fail closed: a command runs only once every record of its
 		// request up to its start is durable.

@@ -26,24 +26,27 @@ type request struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	ackCh     chan struct{}
+	delivered chan struct{} // closed by deliver
 	gone      chan struct{} // closed when the session ends (EndSession)
 	goneOnce  sync.Once
 
-	mu       sync.Mutex
-	phase    Phase
-	decider  *protocol.SessionBinding // the verified decision's binding
-	sphase   SessionPhase
-	source   Source
-	rule     int
-	argv     []string
-	ended    bool   // a pending or terminal phase: no more cancellation
-	sent     uint64 // chunks written
-	acked    uint64 // chunks acknowledged: highest contiguous sequence + 1
-	written  bool   // the result is in the inbox
-	final    bool   // an acknowledgment of every chunk arrived after the result
-	exitCode *uint8
-	outcome  protocol.EscalationOutcome
-	auditErr error // the first transition Config.Journal refused
+	mu      sync.Mutex
+	phase   Phase
+	decider *protocol.SessionBinding // the verified decision's binding
+	sphase  SessionPhase
+	source  Source
+	rule    int
+	argv    []string
+	ended   bool   // a pending or terminal phase: no more cancellation
+	sent    uint64 // chunks written
+	acked   uint64 // chunks acknowledged: highest contiguous sequence + 1
+	written bool   // the result is in the inbox
+	// delivering is set by the first deliver; delivered is closed when
+	// it has reported the terminal phase.
+	delivering bool
+	exitCode   *uint8
+	outcome    protocol.EscalationOutcome
+	auditErr   error // the first transition Config.Journal refused
 }
 
 func newRequest(e *Engine, vr protocol.VerifiedRequest) *request {
@@ -51,7 +54,7 @@ func newRequest(e *Engine, vr protocol.VerifiedRequest) *request {
 	return &request{
 		e: e, id: vr.Request.RequestID, session: vr.Request.SessionBinding.SessionID,
 		verified: vr, pending: vr.Pending(), collector: protocol.NewResultCollector(vr.Pending()),
-		ctx: ctx, cancel: cancel, ackCh: make(chan struct{}, 1), gone: make(chan struct{}),
+		ctx: ctx, cancel: cancel, ackCh: make(chan struct{}, 1), delivered: make(chan struct{}), gone: make(chan struct{}),
 		sphase: SessionAttached, rule: -1, argv: slices.Clone(vr.Request.CommandArgv),
 	}
 }
@@ -89,8 +92,16 @@ func (r *request) event(change func(), reason error) Event {
 
 // transition applies change, journals the new state and reports it. A
 // journal error is kept: the request then never starts its command.
-func (r *request) transition(reason error, change func()) {
+func (r *request) transition(reason error, change func()) { r.record(false, reason, change) }
+
+// commit is transition for the transitions after which something leaves
+// the engine (Event.Durable): the journal makes the record, and every one
+// before it, durable before the engine goes on.
+func (r *request) commit(reason error, change func()) { r.record(true, reason, change) }
+
+func (r *request) record(durable bool, reason error, change func()) {
 	ev := r.event(change, reason)
+	ev.Durable = durable
 	if err := r.e.journal(ev); err != nil {
 		r.mu.Lock()
 		if r.auditErr == nil {
@@ -181,7 +192,8 @@ func (r *request) prompt() ([]string, protocol.EscalationOutcome, error) {
 		// Nobody is asked to approve a command that could not run.
 		return nil, protocol.OutcomeCancelled, err
 	}
-	r.transition(nil, func() { r.sphase = SessionPrompting })
+	// The prompt leaves the engine: its records are durable first.
+	r.commit(nil, func() { r.sphase = SessionPrompting })
 	req := &r.verified.Request
 	tp := protocol.TerminalPrompt{
 		SessionID:     r.session,
@@ -240,6 +252,15 @@ func (r *request) prompt() ([]string, protocol.EscalationOutcome, error) {
 	}
 }
 
+// deliveredPhase is the model's DeliveredResultPhase.
+var deliveredPhase = map[Phase]Phase{
+	PhaseCompletionPending:   PhaseCompleted,
+	PhaseDenialPending:       PhaseDenied,
+	PhaseTimeoutPending:      PhaseTimedOut,
+	PhaseCancellationPending: PhaseCancelled,
+	PhaseFailurePending:      PhaseFailed,
+}
+
 var pendingPhases = map[protocol.EscalationOutcome][2]Phase{
 	protocol.OutcomeCompleted: {PhaseCompletionPending, PhaseCompleted},
 	protocol.OutcomeDenied:    {PhaseDenialPending, PhaseDenied},
@@ -248,12 +269,14 @@ var pendingPhases = map[protocol.EscalationOutcome][2]Phase{
 	protocol.OutcomeFailed:    {PhaseFailurePending, PhaseFailed},
 }
 
-// finish enters the pending phase, writes the result, waits for the
-// guest's final acknowledgment (or the ack timeout), and delivers:
-// DeliverResult clears the session's active request.
+// finish enters the pending phase (durable before the result is
+// written), writes the result, and waits until the result is delivered:
+// by the guest's final acknowledgment, which the outbox loop delivers at
+// once (acknowledge), or by the ack timeout, the session's end or the
+// engine's close, which finish delivers itself.
 func (r *request) finish(outcome protocol.EscalationOutcome, code *uint8, reason error) {
 	phases := pendingPhases[outcome]
-	r.transition(reason, func() {
+	r.commit(reason, func() {
 		r.phase, r.sphase, r.ended, r.outcome, r.exitCode = phases[0], SessionAttached, true, outcome, code
 	})
 	if errors.Is(reason, ErrAudit) {
@@ -266,26 +289,35 @@ func (r *request) finish(outcome protocol.EscalationOutcome, code *uint8, reason
 	}
 	timer := time.NewTimer(r.e.cfg.Timeouts.Ack)
 	defer timer.Stop()
-	var delivery error
-	for delivery == nil {
-		r.mu.Lock()
-		final := r.final
-		r.mu.Unlock()
-		if final {
-			break
-		}
-		select {
-		case <-r.ackCh:
-		case <-timer.C:
-			delivery = fmt.Errorf("%w: the guest did not acknowledge the result within %v", ErrUnacknowledged, r.e.cfg.Timeouts.Ack)
-		case <-r.e.ctx.Done():
-			delivery = fmt.Errorf("%w: the engine closed", ErrUnacknowledged)
-		case <-r.gone:
-			delivery = fmt.Errorf("%w: %w", ErrUnacknowledged, ErrSessionEnded)
-		}
+	select {
+	case <-r.delivered:
+	case <-timer.C:
+		r.deliver(fmt.Errorf("%w: the guest did not acknowledge the result within %v", ErrUnacknowledged, r.e.cfg.Timeouts.Ack))
+	case <-r.e.ctx.Done():
+		r.deliver(fmt.Errorf("%w: the engine closed", ErrUnacknowledged))
+	case <-r.gone:
+		r.deliver(fmt.Errorf("%w: %w", ErrUnacknowledged, ErrSessionEnded))
 	}
+}
+
+// deliver is DeliverResult, once: it clears the session's active request
+// and reports the terminal phase, then lets finish return. It runs in the
+// outbox loop for the final acknowledgment, so that the next request of
+// the session, which the guest can only send after that acknowledgment,
+// finds the session free; and in finish otherwise.
+func (r *request) deliver(reason error) {
+	r.mu.Lock()
+	if r.delivering {
+		r.mu.Unlock()
+		<-r.delivered
+		return
+	}
+	r.delivering = true
+	terminal := deliveredPhase[r.phase]
+	r.mu.Unlock()
 	r.e.release(r)
-	r.transition(delivery, func() { r.phase = phases[1] })
+	r.transition(reason, func() { r.phase = terminal })
+	close(r.delivered)
 }
 
 // writeResult signs the MailboxResult over the chunks sent and writes it.
@@ -336,10 +368,12 @@ func (r *request) acknowledge(highest *uint32) error {
 	if n > r.acked {
 		r.acked = n
 	}
-	if r.written && r.acked == r.sent {
-		r.final = true
-	}
+	final := r.written && r.acked == r.sent
 	r.mu.Unlock()
+	if final {
+		r.deliver(nil)
+		return nil
+	}
 	select {
 	case r.ackCh <- struct{}{}:
 	default:

@@ -386,10 +386,20 @@ func (d *Dir) Discard(fileName string, reason error) {
 	d.remove(fileName)
 }
 
-// Drain takes every valid file in d in List order and passes it to handle;
-// invalid names, unreadable files and bad envelopes are discarded with a
-// logged reason, and temporary files older than StaleTemp are removed.
-// Only the directory's single reader (the host for the outbox) calls it.
+// drainRank orders the kinds one drain hands on: acknowledgments first,
+// then requests, then cancellations. A guest sends its final
+// acknowledgment before it exits, and the next request of its session
+// only after that, so a drain that finds both must deliver the first
+// request's result before it receives the second (the model's
+// DeliverResult before ReceiveEscalation), whatever the request IDs. A
+// cancellation comes after the request it names.
+var drainRank = map[Kind]int{KindAck: 0, KindRequest: 1, KindCancellation: 2}
+
+// Drain takes every valid file in d and passes it to handle, kind by
+// kind in drainRank's order and in List order within a kind; invalid
+// names, unreadable files and bad envelopes are discarded with a logged
+// reason, and temporary files older than StaleTemp are removed. Only the
+// directory's single reader (the host for the outbox) calls it.
 func (d *Dir) Drain(handle func(Entry)) error {
 	names, bad, err := d.List()
 	if err != nil {
@@ -398,6 +408,7 @@ func (d *Dir) Drain(handle func(Entry)) error {
 	for _, r := range bad {
 		d.Discard(r.FileName, r.Err)
 	}
+	slices.SortStableFunc(names, func(a, b Name) int { return drainRank[a.Kind] - drainRank[b.Kind] })
 	for _, n := range names {
 		e, err := d.Take(n)
 		if errors.Is(err, ErrMissing) {

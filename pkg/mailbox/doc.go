@@ -20,7 +20,9 @@
 // files of at most MaxFileBytes, reads them, and removes them. The outbox
 // is bounded (MaxEntries, MaxBytes: a write past them is refused with
 // ErrFull), and its reader removes every entry that is not a mailbox file
-// once, whatever it is (bounds.go).
+// once, whatever it is (bounds.go). One pass of the outbox (Drain) hands
+// acknowledgments on before requests and requests before cancellations,
+// the order in which one guest after another sends them.
 //
 // What belongs here: names, the directory descriptors, bounded reads and
 // atomic writes, and the watcher that notices new files (inotify with a

@@ -10,7 +10,7 @@ import (
 	"lazaret.dev/pkg/sys"
 )
 
-// pollSlice bounds one poll(2) so that a cancelled context is noticed
+// pollSlice bounds one ppoll(2) so that a cancelled context is noticed
 // promptly even while no file arrives.
 const pollSlice = 50 * time.Millisecond
 
@@ -54,18 +54,12 @@ func (n *Notifier) Wait(ctx context.Context, max time.Duration) error {
 			return nil
 		}
 		slice := min(left, pollSlice)
-		if n.fd < 0 {
-			t := time.NewTimer(slice)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
-			continue
+		var fds []unix.PollFd
+		if n.fd >= 0 {
+			fds = []unix.PollFd{{Fd: int32(n.fd), Events: unix.POLLIN}}
 		}
-		fds := []unix.PollFd{{Fd: int32(n.fd), Events: unix.POLLIN}}
-		k, err := sys.Poll(fds, int(slice.Milliseconds())+1)
+		// ppoll, not poll: a wait of 200 µs must not become 1 or 2 ms.
+		k, err := sys.PollFor(fds, slice)
 		if err != nil {
 			return fmt.Errorf("waiting for mailbox events: %w", err)
 		}

@@ -33,6 +33,21 @@ func Poll(fds []unix.PollFd, timeout int) (int, error) {
 	}
 }
 
+// PollFor is ppoll(2) with a timeout of d (at least 0; the kernel's
+// resolution, not poll(2)'s milliseconds). An interrupted wait resumes
+// with what is left of d.
+func PollFor(fds []unix.PollFd, d time.Duration) (int, error) {
+	deadline := time.Now().Add(d)
+	for {
+		ts := unix.NsecToTimespec(max(d, 0).Nanoseconds())
+		n, err := unix.Ppoll(fds, &ts, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return n, os.NewSyscallError("ppoll", err)
+		}
+		d = time.Until(deadline)
+	}
+}
+
 // Wait4 is wait4(2).
 func Wait4(pid int, ws *unix.WaitStatus, options int, ru *unix.Rusage) (int, error) {
 	wpid, err := retryInt(func() (int, error) { return unix.Wait4(pid, ws, options, ru) })

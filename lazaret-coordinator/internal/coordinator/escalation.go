@@ -135,6 +135,10 @@ func startEscalation(s *scope, t *trustAnchor) error {
 		// take every record of it (audit.Writer.Admit: a working Writer,
 		// its reserve allocated, free space on its file system), and a
 		// command runs only once its records up to Executing are durable.
+		// Every record is written at once; the engine marks the ones
+		// that must be durable before it acts (the prompt, the command's
+		// start, the result), and each of those is one fsync covering
+		// the records before it.
 		Journal: func(ev escalation.Event) error {
 			if ev.Phase == escalation.PhaseVerified {
 				if err := aw.Admit(); err != nil {
@@ -147,7 +151,11 @@ func startEscalation(s *scope, t *trustAnchor) error {
 					return err
 				}
 			}
-			if err := aw.Append(audit.FromEvent(s.id, time.Now(), ev)); err != nil {
+			put := aw.Write
+			if ev.Durable {
+				put = aw.Append
+			}
+			if err := put(audit.FromEvent(s.id, time.Now(), ev)); err != nil {
 				noisy.Error("writing the escalation audit log", "path", fmt.Sprintf("%q", auditPath),
 					"request", ev.Request.String(), "phase", string(ev.Phase), "err", err.Error())
 				h.refusing(err)

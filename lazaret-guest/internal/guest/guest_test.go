@@ -189,3 +189,35 @@ func TestInitReapsAndStops(t *testing.T) {
 		t.Fatal("Init did not return after its context ended")
 	}
 }
+
+func TestBackoff(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var b backoff
+	b.reset(t0)
+	steps := []struct {
+		at   time.Duration
+		want time.Duration
+	}{
+		{0, fastPoll},
+		{fastFor - time.Microsecond, fastPoll},
+		{fastFor, fastPoll},
+		{fastFor + time.Millisecond, 2 * fastPoll},
+		{fastFor + 2*time.Millisecond, 4 * fastPoll},
+	}
+	for _, s := range steps {
+		if got := b.wait(t0.Add(s.at)); got != s.want {
+			t.Fatalf("wait at %v = %v, want %v", s.at, got, s.want)
+		}
+	}
+	var last time.Duration
+	for range 20 {
+		last = b.wait(t0.Add(time.Hour))
+	}
+	if last != maxPoll {
+		t.Fatalf("wait after a long time = %v, want %v", last, maxPoll)
+	}
+	b.reset(t0.Add(time.Hour))
+	if got := b.wait(t0.Add(time.Hour + time.Millisecond)); got != fastPoll {
+		t.Fatalf("wait after a reset = %v, want %v", got, fastPoll)
+	}
+}

@@ -16,13 +16,38 @@ import (
 // maxBundleBytes bounds the credential bundle file.
 const maxBundleBytes = 256 << 10
 
-// Polling bounds while waiting for the host. Inside gVisor, writes made by
-// the host do not raise inotify events, so the guest polls with a backoff
-// that restarts whenever something arrives.
+// The wait for the host's files. Inside gVisor a file the host writes
+// into the mailbox raises no inotify event (docs/ESCALATION.md, "What is
+// event-driven and what remains polling"), so the guest looks for its
+// next file by exact name:
+// every fastPoll for fastFor after the request and after each file it
+// takes (the answer to a short command comes within that window), then
+// backing off to maxPoll for a long one. Where inotify works (outside a
+// sandbox), an event ends each wait early.
 const (
-	minPoll = time.Millisecond
-	maxPoll = 50 * time.Millisecond
+	fastPoll = 200 * time.Microsecond
+	fastFor  = 100 * time.Millisecond
+	maxPoll  = 50 * time.Millisecond
 )
+
+// backoff is the guest's wait schedule.
+type backoff struct {
+	since time.Time     // the request, or the last file taken
+	next  time.Duration // the next wait once past fastFor
+}
+
+// reset restarts the fast window at now.
+func (b *backoff) reset(now time.Time) { *b = backoff{since: now, next: fastPoll} }
+
+// wait returns how long to wait at now.
+func (b *backoff) wait(now time.Time) time.Duration {
+	if now.Sub(b.since) < fastFor {
+		return fastPoll
+	}
+	d := b.next
+	b.next = min(2*b.next, maxPoll)
+	return d
+}
 
 // RunOptions is what Run needs.
 type RunOptions struct {
@@ -144,7 +169,8 @@ func (c *client) wait(ctx context.Context) (int, error) {
 	collector := protocol.NewResultCollector(c.pending)
 	n := c.in.Notify()
 	defer n.Close()
-	poll := minPoll
+	var poll backoff
+	poll.reset(time.Now())
 	cancelled := false
 	unacked := false
 	for {
@@ -171,7 +197,7 @@ func (c *client) wait(ctx context.Context) (int, error) {
 		}
 		if got {
 			unacked = true
-			poll = minPoll
+			poll.reset(time.Now())
 			continue
 		}
 		if unacked {
@@ -193,8 +219,7 @@ func (c *client) wait(ctx context.Context) (int, error) {
 			}
 			return ExitCode(&res), nil
 		}
-		n.Wait(ctx, poll)
-		poll = min(2*poll, maxPoll)
+		n.Wait(ctx, poll.wait(time.Now()))
 	}
 }
 

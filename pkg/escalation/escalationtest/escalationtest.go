@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +37,80 @@ type Fixture struct {
 	Bundle         protocol.SandboxCredentialBundle
 	BundlePath     string
 	CapabilityEnv  string
+
+	cleanup   func(func())
+	watchOnce sync.Once
+	watch     *inboxWatch
 }
+
+// inboxWatch is the fixture's one inbox watcher: a goroutine that waits
+// on one inotify instance for the fixture's life and wakes every waiting
+// guest side when the inbox changes (and at least every pollEvery, for
+// file systems without inotify). One instance per fixture, not one per
+// request: creating and closing an inotify instance costs several
+// milliseconds, which a benchmark would otherwise count as the engine's.
+type inboxWatch struct {
+	mu sync.Mutex
+	ch chan struct{} // closed and replaced at every wake
+}
+
+// pollEvery bounds a guest side's wait when no inotify event arrives.
+const pollEvery = 20 * time.Millisecond
+
+// changed returns a channel that is closed at the next wake. Take it
+// before looking at the inbox, so that no change between the look and
+// the wait is missed.
+func (w *inboxWatch) changed() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ch
+}
+
+func (w *inboxWatch) wake() {
+	w.mu.Lock()
+	close(w.ch)
+	w.ch = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// inboxWatcher starts the fixture's watcher on first use; t's cleanup
+// stops it.
+func (f *Fixture) inboxWatcher() *inboxWatch {
+	f.watchOnce.Do(func() {
+		w := &inboxWatch{ch: make(chan struct{})}
+		n := f.Inbox.Notify()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for n.Wait(ctx, pollEvery) == nil {
+				w.wake()
+			}
+		}()
+		f.cleanup(func() {
+			cancel()
+			<-done
+			n.Close()
+		})
+		f.watch = w
+	})
+	return f.watch
+}
+
+// WaitInbox waits until the inbox may have changed since changed was
+// taken from InboxChanged, or ctx ends.
+func (f *Fixture) WaitInbox(ctx context.Context, changed <-chan struct{}) error {
+	select {
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// InboxChanged returns a channel the fixture's inbox watcher closes at
+// its next wake; take it before looking at the inbox.
+func (f *Fixture) InboxChanged() <-chan struct{} { return f.inboxWatcher().changed() }
 
 func key(t testing.TB) protocol.PrivateKey {
 	t.Helper()
@@ -52,6 +126,7 @@ func key(t testing.TB) protocol.PrivateKey {
 func New(t testing.TB) *Fixture {
 	t.Helper()
 	f := &Fixture{
+		cleanup: t.Cleanup,
 		Generation: protocol.GenerationIdentity{
 			AgentProfile:             "claude",
 			DomainID:                 ids.DomainID(sha(ids.New())),
@@ -143,9 +218,15 @@ func (f *Fixture) Sessions(id ids.SessionID) (protocol.SessionBinding, bool) {
 // Request builds and signs a request of the fixture's session.
 func (f *Fixture) Request(t testing.TB, argv ...string) (protocol.SignedProtocolRecord, protocol.MailboxRequest) {
 	t.Helper()
+	return f.RequestWithID(t, ids.RequestID(ids.New()), argv...)
+}
+
+// RequestWithID is Request with the request ID chosen by the caller.
+func (f *Fixture) RequestWithID(t testing.TB, id ids.RequestID, argv ...string) (protocol.SignedProtocolRecord, protocol.MailboxRequest) {
+	t.Helper()
 	req := protocol.MailboxRequest{
 		SessionBinding:      f.Binding,
-		RequestID:           ids.RequestID(ids.New()),
+		RequestID:           id,
 		SessionCapability:   f.Capability,
 		SandboxCredentialID: f.Sandbox.CredentialID,
 		CommandArgv:         argv,
@@ -186,15 +267,10 @@ type Result struct {
 // verifies them, acknowledges each batch, and returns at the verified
 // result. cancelAfter, if positive, sends a cancellation after that delay.
 type Guest struct {
-	F       *Fixture
-	Signed  protocol.SignedProtocolRecord
-	Request protocol.MailboxRequest
-	OnChunk func(protocol.MailboxResultChunk)
-	// Notifier, when set, is the inbox watcher Wait uses; it stays the
-	// caller's. Without it Wait makes one of its own and closes it, which
-	// costs an inotify instance per request (closing one takes several
-	// milliseconds): benchmarks share one per fixture.
-	Notifier  *mailbox.Notifier
+	F         *Fixture
+	Signed    protocol.SignedProtocolRecord
+	Request   protocol.MailboxRequest
+	OnChunk   func(protocol.MailboxResultChunk)
 	acks      uint32
 	collector *protocol.ResultCollector
 }
@@ -238,11 +314,6 @@ func (g *Guest) Wait(ctx context.Context) (Result, error) {
 	pending := protocol.NewPendingRequest(&g.Signed, &g.Request)
 	g.collector = protocol.NewResultCollector(pending)
 	var out Result
-	n := g.Notifier
-	if n == nil {
-		n = g.F.Inbox.Notify()
-		defer n.Close()
-	}
 	// takeChunks takes chunks in sequence while they are there.
 	takeChunks := func() (bool, error) {
 		progressed := false
@@ -275,6 +346,7 @@ func (g *Guest) Wait(ctx context.Context) (Result, error) {
 		}
 	}
 	for {
+		changed := g.F.InboxChanged()
 		progressed, err := takeChunks()
 		if err != nil {
 			return out, err
@@ -304,7 +376,7 @@ func (g *Guest) Wait(ctx context.Context) (Result, error) {
 		if !errors.Is(err, mailbox.ErrMissing) {
 			return out, err
 		}
-		if err := n.Wait(ctx, 20*time.Millisecond); err != nil {
+		if err := g.F.WaitInbox(ctx, changed); err != nil {
 			return out, fmt.Errorf("waiting for the result of %v: %w", g.Request.RequestID, err)
 		}
 	}
