@@ -48,5 +48,6 @@ func run(ctx context.Context, args []string) error {
 		XDGConfigHome:   os.Getenv("XDG_CONFIG_HOME"),
 		KeepIsolated:    hand.KeepIsolated,
 		IsolationReport: hand.IsolationReport,
+		Settle:          helpermain.Settle,
 	})
 }

@@ -44,3 +44,13 @@ func (r Runtime) apply(lookup func(string) (string, bool)) error {
 	}
 	return nil
 }
+
+// Settle returns what a helper allocated and no longer uses to the
+// operating system: one forced collection and a scavenge of every free page
+// (debug.FreeOSMemory), in the background so that the caller's next step
+// does not wait for it. The view daemon calls it once the view is ready
+// and again whenever the view turns idle after pruning: its resident
+// memory is then its steady state, where the runtime would keep the
+// garbage until its next periodic collection (up to two minutes later for
+// an idle helper) and return it only gradually.
+func Settle() { go debug.FreeOSMemory() }
