@@ -15,6 +15,8 @@ func main() {
 	helpermain.Main(helpermain.Helper{
 		Name:  "lazaret-anchor",
 		Usage: "State Anchor of one generation (started by lazaret-coordinator)",
+		// It serves one control channel, one message at a time.
+		Runtime: helpermain.Runtime{MaxProcs: 1},
 		// The command line is Start's hand-off (anchor.Serve), parsed by
 		// the one definition Start renders it with.
 		Commands: []helpermain.Command{{

@@ -53,5 +53,6 @@ func run(ctx context.Context, s startup.Serve) error {
 		Environment: paths.FromProcess(),
 		Log:         os.Stderr,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "lazaret-coordinator"),
+		Settle:      helpermain.Settle,
 	})
 }

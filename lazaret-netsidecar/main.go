@@ -15,8 +15,10 @@ import (
 
 func main() {
 	helpermain.Main(helpermain.Helper{
-		Name:      "lazaret-netsidecar",
-		Usage:     "network policy sidecar (started by lazaret-coordinator)",
+		Name:  "lazaret-netsidecar",
+		Usage: "network policy sidecar (started by lazaret-coordinator)",
+		// Its probes wait on the network concurrently; two Ps are plenty.
+		Runtime:   helpermain.Runtime{MaxProcs: 2},
 		ArgsUsage: "(no arguments) " + descriptors,
 		Run:       run,
 	})
@@ -40,5 +42,5 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return sidecar.Run(ctx, log, channel, d.Policy)
+	return sidecar.Run(ctx, log, channel, d.Policy, helpermain.Settle)
 }

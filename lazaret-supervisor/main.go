@@ -16,6 +16,8 @@ func main() {
 	helpermain.Main(helpermain.Helper{
 		Name:  "lazaret-supervisor",
 		Usage: "Runtime Supervisor of one attached child (started by lazaret-coordinator)",
+		// It waits on its child and its channel; the child's stdio is its own.
+		Runtime: helpermain.Runtime{MaxProcs: 1},
 		// Each command line is a parent's hand-off (supervise.RunArgs from
 		// Launch, supervise.Gate from the coordinator or run), parsed by
 		// the one definition the parent renders it with.

@@ -48,9 +48,13 @@ func (r Runtime) apply(lookup func(string) (string, bool)) error {
 // Settle returns what a helper allocated and no longer uses to the
 // operating system: one forced collection and a scavenge of every free page
 // (debug.FreeOSMemory), in the background so that the caller's next step
-// does not wait for it. The view daemon calls it once the view is ready
-// and again whenever the view turns idle after pruning: its resident
-// memory is then its steady state, where the runtime would keep the
-// garbage until its next periodic collection (up to two minutes later for
-// an idle helper) and return it only gradually.
+// does not wait for it. A helper whose start leaves garbage behind calls it
+// once its start is done and reported (the coordinator once the generation
+// is ready, the sidecar once readiness is proven, the view daemon once the
+// view is ready and again whenever the view turns idle after pruning): its
+// resident memory is then its steady state, where the runtime would keep
+// the garbage until its next periodic collection (up to two minutes later
+// for an idle helper) and return it only gradually. The anchor and the
+// supervisor do not: their heaps stay under 1 MiB, and the collection's
+// workers cost them more than it frees.
 func Settle() { go debug.FreeOSMemory() }
