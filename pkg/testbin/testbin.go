@@ -45,12 +45,16 @@ func Build(dir, pkg string, flags ...string) (string, error) {
 	return bin, nil
 }
 
-// HelperForbidden are the packages no helper binary may depend on: the
-// command-line framework package helpermain replaces and the template
-// engines it brought, whose use of reflection keeps every exported method
-// of every linked type in the executable (docs/OPERATIONS.md, "Memory of a
-// Domain's helpers").
-var HelperForbidden = []string{"github.com/urfave/cli", "text/template", "html/template"}
+// HelperForbidden are the packages no helper binary may depend on
+// (docs/OPERATIONS.md, "Memory of a Domain's helpers"): the command-line
+// framework package helpermain replaces and the template engines it
+// brought, whose use of reflection keeps every exported method of every
+// linked type in the executable; and the HTTP and registry clients, which
+// only `lazaret-cli image pull` needs (package image/registry).
+var HelperForbidden = []string{
+	"github.com/urfave/cli", "text/template", "html/template",
+	"net/http", "github.com/google/go-containerregistry/pkg/v1/remote",
+}
 
 // ForbidDeps fails t for each package at or below a forbidden import path
 // that the package pkg (as go list takes it, "." for the test's own)
