@@ -51,7 +51,7 @@ func (r Runtime) apply(lookup func(string) (string, bool)) error {
 // does not wait for it. A helper whose start leaves garbage behind calls it
 // once its start is done and reported (the coordinator once the generation
 // is ready, the sidecar once readiness is proven, the view daemon once the
-// view is ready and again whenever the view turns idle after pruning): its
+// view is ready and again one idle second after each sweep of its nodes): its
 // resident memory is then its steady state, where the runtime would keep
 // the garbage until its next periodic collection (up to two minutes later
 // for an idle helper) and return it only gradually. The anchor and the

@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 		MaxWrite: maxRead,
 		Logger:   nil,
 	}
-	server, err := fuse.NewServer(gofs.NewNodeFS(v.Root(), view.Options(mo)), "/dev/fd/"+strconv.Itoa(mnt.fd), &mo)
+	server, err := fuse.NewServer(v.Activity(gofs.NewNodeFS(v.Root(), view.Options(mo))), "/dev/fd/"+strconv.Itoa(mnt.fd), &mo)
 	if err != nil {
 		_ = gitroute.Unmount(cfg.Mountpoint, true)
 		return fail(gitroute.StageMount, fmt.Errorf("starting the FUSE server: %w", err))

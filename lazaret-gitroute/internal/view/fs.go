@@ -27,9 +27,11 @@ type FS struct {
 	// kernel through it.
 	root *node
 	// lookups counts the nodes handed to the kernel since the last sweep
-	// (prune.go); kick starts a sweep early.
+	// (prune.go); kick starts a sweep early; busy says whether a request
+	// came since the pruner's last tick (Activity).
 	lookups atomic.Uint64
 	kick    chan struct{}
+	busy    atomic.Bool
 }
 
 // New returns the view over the retained O_PATH roots hostFd and isolatedFd

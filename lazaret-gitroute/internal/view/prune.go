@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // Pruning. go-fuse keeps one node for every inode the kernel holds a
@@ -27,13 +28,13 @@ import (
 // keeps them for the view's whole life.
 
 const (
-	// pruneEvery is how often a view that handed out nodes since the
-	// last sweep is swept.
-	pruneEvery = 2 * time.Second
-	// pruneBurst nodes handed out since the last sweep start one at once,
-	// so that a walk of a large tree holds no more than about this many
-	// unused nodes at a time.
-	pruneBurst = 4096
+	// pruneEvery is the tick of the pruner: a view that served no request
+	// for a whole tick is idle.
+	pruneEvery = time.Second
+	// pruneBurst nodes handed out since the last sweep start one even
+	// while the view is busy, so that a long walk of a large tree holds no
+	// more than about this many unused nodes (a few MiB) at a time.
+	pruneBurst = 8192
 	// pruneBatch node IDs go in one notification.
 	pruneBatch = 512
 )
@@ -43,8 +44,8 @@ const (
 // decides how long the view keeps its nodes.
 var ErrPruneUnsupported = errors.New("the kernel's FUSE has no prune notification (protocol 7.45, Linux 6.18)")
 
-// looked counts one node handed to the kernel and starts a sweep early
-// after pruneBurst of them.
+// looked counts one node handed to the kernel and calls for a sweep at
+// once after pruneBurst of them.
 func (f *FS) looked() {
 	if f.lookups.Add(1) == pruneBurst {
 		select {
@@ -54,13 +55,43 @@ func (f *FS) looked() {
 	}
 }
 
-// Prune sweeps the view until ctx ends, every pruneEvery or after
-// pruneBurst lookups, whenever nodes were handed out since the last sweep.
-// When it finds the view idle after sweeps that named nodes, it calls
-// settle once (the daemon returns the freed memory to the operating system
-// there). The view must be mounted. Prune returns nil when ctx ends and an
-// error at once when the kernel cannot prune (ErrPruneUnsupported) or
-// refuses a notification; the view itself keeps working either way.
+// step is what the pruner does at a tick.
+type step int
+
+const (
+	wait step = iota
+	sweepNodes
+	settleMemory
+)
+
+// next decides a tick. busy says whether the view served a request since
+// the previous tick, handed how many nodes it handed out since the last
+// sweep, unsettled whether a sweep ran since the last settle. A sweep waits
+// for an idle tick, since the FORGETs it causes queue ahead of the
+// sandbox's requests, unless a burst of lookups calls for it; the freed
+// memory is returned one idle tick after the sweep, once the FORGETs are
+// served.
+func next(busy bool, handed uint64, unsettled bool) step {
+	switch {
+	case handed >= pruneBurst:
+		return sweepNodes
+	case busy:
+		return wait
+	case handed > 0:
+		return sweepNodes
+	case unsettled:
+		return settleMemory
+	}
+	return wait
+}
+
+// Prune sweeps the view until ctx ends, at the first idle tick after
+// nodes were handed out, or at once after pruneBurst of them, and calls
+// settle at the idle tick after a sweep (the daemon returns the freed
+// memory to the operating system there). The view must be mounted, its
+// server built on Activity. Prune returns nil when ctx ends and an error
+// at once when the kernel cannot prune (ErrPruneUnsupported) or refuses a
+// notification; the view itself keeps working either way.
 func (f *FS) Prune(ctx context.Context, settle func()) error {
 	t := time.NewTicker(pruneEvery)
 	defer t.Stop()
@@ -72,18 +103,19 @@ func (f *FS) Prune(ctx context.Context, settle func()) error {
 		case <-t.C:
 		case <-f.kick:
 		}
-		if f.lookups.Swap(0) == 0 {
-			if unsettled && settle != nil {
+		switch next(f.busy.Swap(false), f.lookups.Load(), unsettled) {
+		case sweepNodes:
+			f.lookups.Store(0)
+			if _, err := f.sweep(); err != nil {
+				return err
+			}
+			unsettled = true
+		case settleMemory:
+			if settle != nil {
 				settle()
 			}
 			unsettled = false
-			continue
 		}
-		n, err := f.sweep()
-		if err != nil {
-			return err
-		}
-		unsettled = unsettled || n > 0
 	}
 }
 
@@ -112,4 +144,63 @@ func (f *FS) sweep() (int, error) {
 		}
 	}
 	return len(nodes), nil
+}
+
+// Activity returns raw (the view's node file system) with the requests
+// that show the sandbox at work marked for Prune: lookups, attributes,
+// opens, reads, writes and listings.
+func (f *FS) Activity(raw fuse.RawFileSystem) fuse.RawFileSystem {
+	return &active{RawFileSystem: raw, f: f}
+}
+
+// active marks the view busy on each request it passes on.
+type active struct {
+	fuse.RawFileSystem
+	f *FS
+}
+
+func (a *active) mark() {
+	if !a.f.busy.Load() {
+		a.f.busy.Store(true)
+	}
+}
+
+func (a *active) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	a.mark()
+	return a.RawFileSystem.Lookup(cancel, h, name, out)
+}
+
+func (a *active) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	a.mark()
+	return a.RawFileSystem.GetAttr(cancel, in, out)
+}
+
+func (a *active) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	a.mark()
+	return a.RawFileSystem.Open(cancel, in, out)
+}
+
+func (a *active) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	a.mark()
+	return a.RawFileSystem.Create(cancel, in, name, out)
+}
+
+func (a *active) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	a.mark()
+	return a.RawFileSystem.Read(cancel, in, buf)
+}
+
+func (a *active) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	a.mark()
+	return a.RawFileSystem.Write(cancel, in, data)
+}
+
+func (a *active) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	a.mark()
+	return a.RawFileSystem.ReadDir(cancel, in, out)
+}
+
+func (a *active) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	a.mark()
+	return a.RawFileSystem.ReadDirPlus(cancel, in, out)
 }

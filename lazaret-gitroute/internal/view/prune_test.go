@@ -43,9 +43,13 @@ func mounted(t *testing.T, populate func(host string)) (*FS, string, *fuse.Serve
 	t.Cleanup(func() { unix.Close(isoFd) })
 	v := New(hostFd, isoFd, Router{C: fixed{}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	mo := fuse.MountOptions{FsName: "view-test", DirectMount: os.Geteuid() == 0}
-	srv, err := fs.Mount(mnt, v.Root(), Options(mo))
+	srv, err := fuse.NewServer(v.Activity(fs.NewNodeFS(v.Root(), Options(mo))), mnt, &mo)
 	if err != nil {
 		t.Fatalf("mounting the view: %v", err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		t.Fatalf("serving the view: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := srv.Unmount(); err != nil {
@@ -152,6 +156,46 @@ func TestPruneDropsWhatNobodyUses(t *testing.T) {
 		if got := inode(t, p); got != want {
 			t.Fatalf("%s: inode %d after the sweep, %d before", p, got, want)
 		}
+	}
+}
+
+func TestNextStep(t *testing.T) {
+	tests := []struct {
+		name      string
+		busy      bool
+		handed    uint64
+		unsettled bool
+		want      step
+	}{
+		{"idle, nothing handed out", false, 0, false, wait},
+		{"busy, nodes handed out: wait for an idle tick", true, 10, false, wait},
+		{"busy after a burst: sweep anyway", true, pruneBurst, false, sweepNodes},
+		{"idle with nodes handed out: sweep", false, 1, true, sweepNodes},
+		{"idle after a sweep: settle", false, 0, true, settleMemory},
+		{"busy after a sweep: wait to settle", true, 0, true, wait},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := next(tt.busy, tt.handed, tt.unsettled); got != tt.want {
+				t.Fatalf("next(%v, %d, %v) = %d, want %d", tt.busy, tt.handed, tt.unsettled, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestActivityMarksBusy: a request through the view marks it busy.
+func TestActivityMarksBusy(t *testing.T) {
+	v, mnt, _ := mounted(t, func(host string) {
+		if err := os.WriteFile(filepath.Join(host, "f"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	v.busy.Store(false)
+	if _, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil {
+		t.Fatal(err)
+	}
+	if !v.busy.Load() {
+		t.Fatal("reading a file left the view idle")
 	}
 }
 
