@@ -6,29 +6,31 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/urfave/cli/v2"
-
 	"lazaret.dev/lazaret-anchor/internal/daemon"
 	"lazaret.dev/pkg/anchor"
-	"lazaret.dev/pkg/cmdmain"
+	"lazaret.dev/pkg/helpermain"
 )
 
 func main() {
-	cmdmain.Run(&cli.App{
+	helpermain.Main(helpermain.Helper{
 		Name:  "lazaret-anchor",
 		Usage: "State Anchor of one generation (started by lazaret-coordinator)",
+		// It serves one control channel, one message at a time.
+		Runtime: helpermain.Runtime{MaxProcs: 1},
 		// The command line is Start's hand-off (anchor.Serve), parsed by
 		// the one definition Start renders it with.
-		Commands: []*cli.Command{cmdmain.Handoff("serve",
-			"hold the overlay described on the control socket until released (--await-id-map: wait until newuidmap/newgidmap have written the ID map, then re-execute)",
-			anchor.ServeLayout.Usage(),
-			func(ctx context.Context, args []string) error {
+		Commands: []helpermain.Command{{
+			Name:      "serve",
+			Usage:     "hold the overlay described on the control socket until released (--await-id-map: wait until newuidmap/newgidmap have written the ID map, then re-execute)",
+			ArgsUsage: anchor.ServeLayout.Usage(),
+			Run: func(ctx context.Context, args []string) error {
 				s, err := anchor.ParseServe(args)
 				if err != nil {
 					return err
 				}
 				return serve(ctx, s)
-			})},
+			},
+		}},
 	})
 }
 

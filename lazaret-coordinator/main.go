@@ -6,29 +6,28 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/urfave/cli/v2"
-
 	"lazaret.dev/lazaret-coordinator/internal/coordinator"
-	"lazaret.dev/pkg/cmdmain"
+	"lazaret.dev/pkg/helpermain"
 	"lazaret.dev/pkg/paths"
 	"lazaret.dev/pkg/startup"
 )
 
 func main() {
-	cmdmain.Run(&cli.App{
+	helpermain.Main(helpermain.Helper{
 		Name:  "lazaret-coordinator",
 		Usage: "Host Coordinator of one Lazaret generation (started by lazaret-cli)",
 		// The flags and descriptors are lazaret-cli's hand-off
 		// (startup.Serve), parsed by the one definition both use.
-		Commands: []*cli.Command{cmdmain.Handoff("serve", "start, serve and tear down one generation",
-			startup.ServeLayout.Usage(),
-			func(ctx context.Context, args []string) error {
+		Commands: []helpermain.Command{{
+			Name: "serve", Usage: "start, serve and tear down one generation", ArgsUsage: startup.ServeLayout.Usage(),
+			Run: func(ctx context.Context, args []string) error {
 				s, err := startup.ParseServe(args)
 				if err != nil {
 					return err
 				}
 				return run(ctx, s)
-			})},
+			},
+		}},
 	})
 }
 
@@ -54,5 +53,6 @@ func run(ctx context.Context, s startup.Serve) error {
 		Environment: paths.FromProcess(),
 		Log:         os.Stderr,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "lazaret-coordinator"),
+		Settle:      helpermain.Settle,
 	})
 }

@@ -7,32 +7,27 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/urfave/cli/v2"
-
 	"lazaret.dev/lazaret-supervisor/internal/supervisor"
-	"lazaret.dev/pkg/cmdmain"
+	"lazaret.dev/pkg/helpermain"
 	"lazaret.dev/pkg/supervise"
 )
 
 func main() {
-	cmdmain.Run(&cli.App{
+	helpermain.Main(helpermain.Helper{
 		Name:  "lazaret-supervisor",
 		Usage: "Runtime Supervisor of one attached child (started by lazaret-coordinator)",
+		// It waits on its child and its channel; the child's stdio is its own.
+		Runtime: helpermain.Runtime{MaxProcs: 1},
 		// Each command line is a parent's hand-off (supervise.RunArgs from
 		// Launch, supervise.Gate from the coordinator or run), parsed by
 		// the one definition the parent renders it with.
-		Commands: []*cli.Command{
-			cmdmain.Handoff("run", "supervise one child over the generation channel", supervise.RunLayout.Usage(), runCommand),
-			gateCommand(),
+		Commands: []helpermain.Command{
+			{Name: "run", Usage: "supervise one child over the generation channel", ArgsUsage: supervise.RunLayout.Usage(), Run: runCommand},
+			// The hidden gate a gated child is started behind.
+			{Name: "gate", Usage: "hold until the gate opens, then execute the program", ArgsUsage: supervise.GateLayout.Usage(),
+				Hidden: true, Run: supervisor.Gate},
 		},
 	})
-}
-
-// gateCommand is the hidden gate a gated child is started behind.
-func gateCommand() *cli.Command {
-	c := cmdmain.Handoff("gate", "hold until the gate opens, then execute the program", supervise.GateLayout.Usage(), supervisor.Gate)
-	c.Hidden = true
-	return c
 }
 
 func runCommand(ctx context.Context, args []string) error {

@@ -1,7 +1,10 @@
-// Package cmdmain holds what every Lazaret binary does before and after its
-// own work: process hardening, the --version answer, signal-aware contexts and
-// the mapping of errors to exit codes. It keeps each main.go to flag parsing
-// and dependency wiring.
+// Package cmdmain holds what a Lazaret binary with a command-line interface
+// (lazaret-cli, lazaret-guest) does before and after its own work: process
+// hardening, the --version answer, signal-aware contexts and the mapping of
+// errors to exit codes, around a urfave/cli application. It keeps each
+// main.go to flag parsing and dependency wiring. The helper binaries, whose
+// command lines are hand-offs, use package helpermain instead, which does
+// the same without linking urfave/cli.
 package cmdmain
 
 import (
@@ -14,26 +17,20 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/buildinfo"
+	"lazaret.dev/pkg/helpermain"
 )
 
 // ExitError carries an exit code out of a command without printing anything
-// more: the command has already told the user what went wrong.
-type ExitError struct{ Code int }
+// more: the command has already told the user what went wrong. It is the
+// helpers' type (package helpermain), so that code shared by the CLI and a
+// helper exits the same way under both.
+type ExitError = helpermain.ExitError
 
-func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
-
-// Harden applies the per-process protections of every Lazaret host process.
-// A same-user process must not read a Lazaret process's memory or
-// environment (hosts may lack Yama), so the process is made non-dumpable.
-func Harden() error {
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("setting PR_SET_DUMPABLE=0: %w", err)
-	}
-	return nil
-}
+// Harden applies the per-process protections of every Lazaret host process
+// (helpermain.Harden).
+func Harden() error { return helpermain.Harden() }
 
 // Run executes app with the process arguments and exits. Errors are printed
 // as one line on stderr prefixed with the binary name; an *ExitError exits

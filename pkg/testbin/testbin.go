@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -42,4 +43,37 @@ func Build(dir, pkg string, flags ...string) (string, error) {
 		return "", fmt.Errorf("building %s: %w\n%s", path.Base(pkg), err, out)
 	}
 	return bin, nil
+}
+
+// HelperForbidden are the packages no helper binary may depend on
+// (docs/OPERATIONS.md, "Memory of a Domain's helpers"): the command-line
+// framework package helpermain replaces and the template engines it
+// brought, whose use of reflection keeps every exported method of every
+// linked type in the executable; and the HTTP and registry clients, which
+// only `lazaret-cli image pull` needs (package image/registry).
+var HelperForbidden = []string{
+	"github.com/urfave/cli", "text/template", "html/template",
+	"net/http", "github.com/google/go-containerregistry/pkg/v1/remote",
+}
+
+// ForbidDeps fails t for each package at or below a forbidden import path
+// that the package pkg (as go list takes it, "." for the test's own)
+// depends on, directly or not.
+func ForbidDeps(t testing.TB, pkg string, forbidden ...string) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps %s listed only %q", pkg, deps)
+	}
+	for _, d := range deps {
+		for _, bad := range forbidden {
+			if d == bad || strings.HasPrefix(d, bad+"/") {
+				t.Errorf("%s depends on %s", pkg, d)
+			}
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/image/build"
+	"lazaret.dev/pkg/image/registry"
 	"lazaret.dev/pkg/image/store"
 	"lazaret.dev/pkg/paths"
 )
@@ -197,7 +198,7 @@ func imagePull(c *cli.Context) error {
 		return err
 	}
 	bar := newProgressBar(c.App.ErrWriter, ref)
-	e, err := s.Pull(c.Context, ref, store.PullOptions{Platform: plat, Insecure: c.Bool("insecure"), Progress: bar.update})
+	e, err := registry.Pull(c.Context, s, ref, registry.PullOptions{Platform: plat, Insecure: c.Bool("insecure"), Progress: bar.update})
 	bar.finish()
 	if err != nil {
 		return err

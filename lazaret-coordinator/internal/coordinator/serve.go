@@ -50,6 +50,10 @@ type Options struct {
 	// Log receives helper output (the anchor's log); Logger the HC's own.
 	Log    io.Writer
 	Logger *slog.Logger
+	// Settle, when set, is called once the generation is ready: what the
+	// start allocated is garbage then, and main returns it to the
+	// operating system (helpermain.Settle).
+	Settle func()
 }
 
 // ErrFingerprint means the configuration resolved by the HC is not the
@@ -233,6 +237,9 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 	}
 	rep.ready()
 	s.log.Info("generation ready", "socket", cp.Socket, "identity", cp.Identity)
+	if opts.Settle != nil {
+		opts.Settle()
+	}
 
 	reason := g.waitIdle(ctx, sess, opts.Linger)
 	s.log.Info("ending generation", "reason", reason.String())

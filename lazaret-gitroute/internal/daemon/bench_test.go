@@ -89,6 +89,28 @@ func BenchmarkReadThroughput(b *testing.B) {
 	})
 }
 
+// BenchmarkWriteThroughput writes a bigSize file in 1 MiB writes: the
+// view's maximum write size decides how many FUSE requests that takes.
+func BenchmarkWriteThroughput(b *testing.B) {
+	e := benchEnv(b, func(string) {})
+	buf := bytes.Repeat([]byte{7}, 1<<20)
+	b.SetBytes(bigSize)
+	compare(b, e, func(b *testing.B, root string) {
+		f, err := os.Create(filepath.Join(root, "written.bin"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for n := 0; n < bigSize; n += len(buf) {
+			if _, err := f.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
 func BenchmarkWriteSmallFiles(b *testing.B) {
 	e := benchEnv(b, func(string) {})
 	data := bytes.Repeat([]byte("x"), 4096)

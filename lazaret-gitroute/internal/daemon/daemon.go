@@ -54,6 +54,11 @@ type Config struct {
 	// the host entries present at start that route to the isolated root.
 	// "" writes none.
 	IsolationReport string
+	// Settle, when set, returns memory the daemon no longer uses to the
+	// operating system (main passes helpermain.Settle). Run calls it once
+	// the view is ready (the classification's working data is garbage
+	// then) and whenever the view turns idle after pruning.
+	Settle func()
 }
 
 // Run serves the view until Release, the coordinator's loss, or ctx's end.
@@ -123,7 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 		MaxWrite: maxRead,
 		Logger:   nil,
 	}
-	server, err := fuse.NewServer(gofs.NewNodeFS(v.Root(), view.Options(mo)), "/dev/fd/"+strconv.Itoa(mnt.fd), &mo)
+	server, err := fuse.NewServer(v.Activity(gofs.NewNodeFS(v.Root(), view.Options(mo))), "/dev/fd/"+strconv.Itoa(mnt.fd), &mo)
 	if err != nil {
 		_ = gitroute.Unmount(cfg.Mountpoint, true)
 		return fail(gitroute.StageMount, fmt.Errorf("starting the FUSE server: %w", err))
@@ -151,6 +156,25 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	cfg.Log.Info("view ready", "mountpoint", cfg.Mountpoint, "mount_id", mid.MountID)
+	settle := cfg.Settle
+	if settle == nil {
+		settle = func() {}
+	}
+	settle()
+	pruneCtx, stopPruning := context.WithCancel(context.Background())
+	pruned := make(chan struct{})
+	go func() {
+		defer close(pruned)
+		if err := v.Prune(pruneCtx, settle); err != nil {
+			cfg.Log.Warn("the view's unused nodes are left to the kernel's dentry cache", "err", err)
+		}
+	}()
+	// Pruning writes to the FUSE connection: it ends before the view is
+	// unmounted.
+	stopPrune := func() {
+		stopPruning()
+		<-pruned
+	}
 
 	cmds := make(chan error, 1)
 	go func() {
@@ -181,10 +205,12 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-ctx.Done():
 		cause = ctx.Err()
 	case <-served:
+		stopPrune()
 		err := fail(gitroute.StageServe, ErrUnmountedExternally)
 		mnt.close()
 		return err
 	}
+	stopPrune()
 	cfg.Log.Info("unmounting view", "mountpoint", cfg.Mountpoint, "cause", fmt.Sprint(cause))
 	uerr := unmount(cfg.Mountpoint, served)
 	mnt.close()

@@ -49,8 +49,16 @@ type fuseMount struct {
 const (
 	fsName  = "lazaret-workspace"
 	subtype = "lazaret-gitroute"
-	// maxRead matches the server's MaxWrite.
-	maxRead = 1 << 20
+	// maxRead is the largest READ and WRITE request (the mount's max_read
+	// and the server's MaxWrite). Every reader goroutine of the server
+	// holds a request buffer of this size plus a page, and go-fuse runs
+	// one reader per CPU (2 to 16); 128 KiB, the kernel's default request
+	// size, keeps those buffers at 2 MiB at most (1 MiB requests held up
+	// to 17 MiB on a 16-CPU host). Buffered reads come in readahead
+	// windows of 128 KiB anyway, and the daemon's throughput benchmarks
+	// measured no difference in 64 MiB reads or writes
+	// (docs/WORKSPACE.md, "Measured cost").
+	maxRead = 128 << 10
 )
 
 func mountView(mountpoint string, method MountMethod) (*fuseMount, error) {

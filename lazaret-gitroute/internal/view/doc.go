@@ -8,7 +8,8 @@
 // administrative area (admin.go: a pure planner, table-tested), the
 // confined access to the two backing roots (backing.go: openat2 beneath a
 // retained O_PATH root, never following a symbolic link, a magic link or a
-// mount crossing), and the FUSE node operations (node.go). What does not:
+// mount crossing), the FUSE node operations (node.go), and the pruning
+// that keeps the node table to what the kernel uses (prune.go). What does not:
 // mounting, the control channel and the process lifecycle
 // (internal/daemon), and git's ignore semantics (lazaret.dev/pkg/gitignore).
 //

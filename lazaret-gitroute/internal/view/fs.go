@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,6 +22,16 @@ type FS struct {
 	mu   sync.Mutex
 	inos map[[2]uint64]uint64 // (device, inode) of a backing file -> view inode
 	next uint64
+
+	// root is the root node, set by Root; Prune names the nodes to the
+	// kernel through it.
+	root *node
+	// lookups counts the nodes handed to the kernel since the last sweep
+	// (prune.go); kick starts a sweep early; busy says whether a request
+	// came since the pruner's last tick (Activity).
+	lookups atomic.Uint64
+	kick    chan struct{}
+	busy    atomic.Bool
 }
 
 // New returns the view over the retained O_PATH roots hostFd and isolatedFd
@@ -32,11 +43,15 @@ func New(hostFd, isolatedFd int, router Router, log *slog.Logger) *FS {
 		log:    log,
 		inos:   make(map[[2]uint64]uint64),
 		next:   2, // 1 is the root
+		kick:   make(chan struct{}, 1),
 	}
 }
 
-// Root returns the root node to pass to fs.NewNodeFS.
-func (f *FS) Root() fs.InodeEmbedder { return &node{f: f} }
+// Root returns the root node to pass to fs.NewNodeFS (once).
+func (f *FS) Root() fs.InodeEmbedder {
+	f.root = &node{f: f}
+	return f.root
+}
 
 // Options returns the node options of a view: short attribute and entry
 // caching (the host may change the workspace underneath), no negative

@@ -75,8 +75,11 @@ func (n *node) where() (string, Backing, syscall.Errno) {
 	return p, n.f.router.Route(p, n.isDir()), 0
 }
 
+// child returns the node of an entry the kernel is about to be handed
+// (a lookup, or an entry just created), and counts it for Prune.
 func (n *node) child(ctx context.Context, st *unix.Stat_t, out *fuse.EntryOut) *fs.Inode {
 	n.f.fill(st, &out.Attr)
+	n.f.looked()
 	return n.NewInode(ctx, &node{f: n.f}, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: out.Attr.Ino})
 }
 

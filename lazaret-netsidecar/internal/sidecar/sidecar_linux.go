@@ -28,8 +28,11 @@ const (
 
 // Run serves one generation. It takes ownership of channel and policy. It
 // returns when the parent closes the channel or ctx ends; an error before
-// readiness has also been sent to the parent as Failed.
-func Run(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policy *os.File) error {
+// readiness has also been sent to the parent as Failed. settle, when not
+// nil, is called once readiness is sent: what installing the policy and
+// proving readiness allocated is garbage then, and main returns it to the
+// operating system (helpermain.Settle).
+func Run(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policy *os.File, settle func()) error {
 	defer channel.Close()
 	path, err := serve(ctx, log, channel, policy)
 	if err != nil {
@@ -37,6 +40,9 @@ func Run(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, pol
 		return err
 	}
 	defer path.Close()
+	if settle != nil {
+		settle()
+	}
 	// Hold the namespaces until the parent goes away.
 	for {
 		_, err := channel.Receive(ctx)

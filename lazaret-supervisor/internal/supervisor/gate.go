@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"lazaret.dev/pkg/cmdmain"
+	"lazaret.dev/pkg/helpermain"
 	"lazaret.dev/pkg/supervise"
 )
 
@@ -81,10 +81,10 @@ func Gate(ctx context.Context, args []string) error {
 	}()
 	select {
 	case <-ctx.Done():
-		return &cmdmain.ExitError{Code: 128 + int(unix.SIGTERM)}
+		return &helpermain.ExitError{Code: 128 + int(unix.SIGTERM)}
 	case ok := <-opened:
 		if !ok {
-			return &cmdmain.ExitError{Code: ExitGateClosed}
+			return &helpermain.ExitError{Code: ExitGateClosed}
 		}
 	}
 	gate.Close()
@@ -98,7 +98,7 @@ func Gate(ctx context.Context, args []string) error {
 		errno = unix.EINVAL
 	}
 	writeExecStatus(status, uint32(errno))
-	return &cmdmain.ExitError{Code: ExitExecFailed}
+	return &helpermain.ExitError{Code: ExitExecFailed}
 }
 
 // statusEdgeLost is the exec status of a gate that refused to execute

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"lazaret.dev/pkg/cmdmain"
+	"lazaret.dev/pkg/helpermain"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/spawn"
 	"lazaret.dev/pkg/supervise"
@@ -303,7 +303,7 @@ const (
 )
 
 // superviseChild runs the child's whole life and returns the supervisor's
-// exit: nil or an *cmdmain.ExitError mirroring the child's status once it
+// exit: nil or an *helpermain.ExitError mirroring the child's status once it
 // ran, an error when it was killed before the commit.
 func (s *supervisor) superviseChild(ch *child, r *reaper) error {
 	defer ch.proc.Close()
@@ -496,7 +496,7 @@ func (s *supervisor) superviseChild(ch *child, r *reaper) error {
 			case state == childStaged:
 				return fmt.Errorf("%w: %v", ErrChildEndedEarly, st)
 			case st.ShellCode() != 0:
-				return &cmdmain.ExitError{Code: st.ShellCode()}
+				return &helpermain.ExitError{Code: st.ShellCode()}
 			}
 			return nil
 		}

@@ -21,10 +21,12 @@
 // then take the exclusive lock only to move blobs into place and rewrite
 // index.json atomically. Directories are 0700 and files 0600.
 //
-// Registry transport, manifest parsing and archive reading come from
+// Manifest parsing and archive reading come from
 // github.com/google/go-containerregistry; this package adds the store's
 // layout, locking, verification and naming rules.
 //
-// What does not belong here: applying layers (image/unpack) and prepared
-// artifacts (image/prepare).
+// What does not belong here: fetching from a registry (image/registry,
+// which stores through PutFetched: the registry and HTTP clients stay out
+// of the Host Coordinator, which reads the store at every start), applying
+// layers (image/unpack) and prepared artifacts (image/prepare).
 package store

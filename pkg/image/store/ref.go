@@ -37,8 +37,8 @@ func normalized(ref name.Reference) string {
 	return ref.Name()
 }
 
-// normalizeInsecure is Normalize for a registry reached over plain HTTP.
-func normalizeInsecure(s string) (string, name.Reference, error) {
+// NormalizeInsecure is Normalize for a registry reached over plain HTTP.
+func NormalizeInsecure(s string) (string, name.Reference, error) {
 	ref, err := name.ParseReference(s, name.Insecure)
 	if err != nil {
 		return "", nil, fmt.Errorf("image reference %q: %w: %w", s, ErrBadReference, err)

@@ -316,3 +316,32 @@ func (s *Store) Put(ctx context.Context, ref string, img v1.Image, progress Prog
 	}
 	return es[0], nil
 }
+
+// PutFetched stores img under ref, a reference as Normalize returns it, recording
+// source as the digest the image was named by (its manifest's, or an
+// index's for an image resolved from a multi-platform index). An image
+// that does not run as want is refused (ErrUnsupported). Every blob is
+// verified against its digest and size before it is stored; progress, when
+// set, reports bytes stored. Package registry stores a pulled image with
+// it, so that the store itself links no registry client; Put stores an
+// image made on this host.
+func (s *Store) PutFetched(ref string, img v1.Image, source v1.Hash, want v1.Platform, progress Progress) (Entry, error) {
+	st, err := s.newStaging()
+	if err != nil {
+		return Entry{}, err
+	}
+	defer st.close()
+	st.progress = progress
+	d, err := st.putImage(img)
+	if err != nil {
+		return Entry{}, fmt.Errorf("storing %s: %w", ref, err)
+	}
+	if !platformMatches(want, d.Platform) {
+		return Entry{}, fmt.Errorf("%s is for %s, not %s: %w", ref, d.Platform.String(), want.String(), ErrUnsupported)
+	}
+	es, err := st.commit([]named{{ref: ref, desc: d, source: source}})
+	if err != nil {
+		return Entry{}, err
+	}
+	return es[0], nil
+}
