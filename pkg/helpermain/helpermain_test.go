@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -101,44 +100,25 @@ func TestHelperWithoutCommands(t *testing.T) {
 
 func TestRuntimeSettings(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
-	gc := debug.SetGCPercent(100)
-	limit := debug.SetMemoryLimit(-1)
-	t.Cleanup(func() {
-		runtime.GOMAXPROCS(procs)
-		debug.SetGCPercent(gc)
-		debug.SetMemoryLimit(limit)
-	})
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
 	env := func(set ...string) func(string) (string, bool) {
 		return func(name string) (string, bool) { return "", slices.Contains(set, name) }
 	}
 
-	if err := (Runtime{MaxProcs: 1, GCPercent: 50, MemoryLimit: 32 << 20}).apply(env()); err != nil {
+	if err := (Runtime{MaxProcs: 1}).apply(env()); err != nil {
 		t.Fatal(err)
 	}
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Errorf("GOMAXPROCS %d, want 1", got)
 	}
-	if got := debug.SetGCPercent(100); got != 50 {
-		t.Errorf("GC percent %d, want 50", got)
-	}
-	if got := debug.SetMemoryLimit(-1); got != 32<<20 {
-		t.Errorf("memory limit %d, want %d", got, 32<<20)
-	}
 
-	// The environment's variables win.
+	// The environment's GOMAXPROCS wins.
 	runtime.GOMAXPROCS(procs)
-	debug.SetMemoryLimit(limit)
-	if err := (Runtime{MaxProcs: 1, GCPercent: 50, MemoryLimit: 32 << 20}).apply(env("GOMAXPROCS", "GOGC", "GOMEMLIMIT")); err != nil {
+	if err := (Runtime{MaxProcs: 1}).apply(env("GOMAXPROCS")); err != nil {
 		t.Fatal(err)
 	}
 	if got := runtime.GOMAXPROCS(0); got != procs {
 		t.Errorf("GOMAXPROCS %d with GOMAXPROCS set, want %d", got, procs)
-	}
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("GC percent %d with GOGC set, want 100", got)
-	}
-	if got := debug.SetMemoryLimit(-1); got != limit {
-		t.Errorf("memory limit %d with GOMEMLIMIT set, want %d", got, limit)
 	}
 
 	// MaxProcs only lowers.
@@ -150,7 +130,7 @@ func TestRuntimeSettings(t *testing.T) {
 		t.Errorf("GOMAXPROCS raised to %d by MaxProcs 2", got)
 	}
 
-	if err := (Runtime{GCPercent: -1}).apply(env()); err == nil {
+	if err := (Runtime{MaxProcs: -1}).apply(env()); err == nil {
 		t.Error("a negative setting was accepted")
 	}
 }

@@ -57,7 +57,7 @@ type Config struct {
 	// Settle, when set, returns memory the daemon no longer uses to the
 	// operating system (main passes helpermain.Settle). Run calls it once
 	// the view is ready (the classification's working data is garbage
-	// then) and whenever the view turns idle after pruning.
+	// then) and one idle second after each sweep of the view's nodes.
 	Settle func()
 }
 
