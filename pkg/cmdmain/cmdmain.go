@@ -66,22 +66,16 @@ func run(app *cli.App, args []string, stderr io.Writer) int {
 	return exitCode(name, app.RunContext(ctx, args), stderr)
 }
 
-// exitCode maps the error a command returned to its exit code, printing it
-// on stderr unless it is an *ExitError.
+// exitCode maps the error a command returned to its exit code as
+// helpermain.Exit does, and also honours urfave/cli's exit codes.
 func exitCode(name string, err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
-	}
+	code := helpermain.Exit(name, err, stderr)
 	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee.Code
-	}
-	fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	var ce cli.ExitCoder
-	if errors.As(err, &ce) && ce.ExitCode() != 0 {
+	if code == 1 && !errors.As(err, &ee) && errors.As(err, &ce) && ce.ExitCode() != 0 {
 		return ce.ExitCode()
 	}
-	return 1
+	return code
 }
 
 // Handoff is a subcommand whose command line is a parent's hand-off
