@@ -452,3 +452,44 @@ func shellQuote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// SysctlInotifyWatches is the per-user limit on inotify watches; the
+// workspace view watches every directory of the workspace it shows.
+const SysctlInotifyWatches = "fs.inotify.max_user_watches"
+
+// minInotifyWatches is the limit under which the doctor warns: one
+// Domain's view needs one watch per shown directory of its workspace, and
+// a directory without a watch falls back to the view's short cache
+// timeouts (docs/WORKSPACE.md, "Caching").
+const minInotifyWatches = 65536
+
+// CheckWorkspaceView reports how the /workspace view keeps its caches
+// true and how file data reaches the sandbox. value is the content of
+// fs.inotify.max_user_watches (err set when it could not be read).
+func CheckWorkspaceView(value string, err error) Check {
+	c := Check{Name: "workspace view caching"}
+	const data = "file data crosses the view's daemon on first read, then comes from the kernel's page cache " +
+		"(no FUSE passthrough: it needs CAP_SYS_ADMIN in the initial user namespace, which the daemon never holds)"
+	if err != nil {
+		c.Status = Warn
+		c.Summary = fmt.Sprintf("cannot read %s: %v; the view may fall back to short cache timeouts; %s", SysctlInotifyWatches, err, data)
+		c.Fix = "make /proc/sys/fs/inotify/max_user_watches readable (mount /proc)"
+		return c
+	}
+	n, perr := strconv.ParseUint(strings.TrimSpace(value), 10, 64)
+	if perr != nil {
+		c.Status = Warn
+		c.Summary = fmt.Sprintf("%s is %q, not a number; %s", SysctlInotifyWatches, strings.TrimSpace(value), data)
+		c.Fix = fmt.Sprintf("sudo sysctl %s=%d", SysctlInotifyWatches, 4*minInotifyWatches)
+		return c
+	}
+	if n < minInotifyWatches {
+		c.Status = Warn
+		c.Summary = fmt.Sprintf("%s=%d allows few watches: directories of a large workspace beyond it see host edits only after the view's short timeouts; %s",
+			SysctlInotifyWatches, n, data)
+		c.Fix = fmt.Sprintf("sudo sysctl %s=%d (and in /etc/sysctl.d to keep it)", SysctlInotifyWatches, 4*minInotifyWatches)
+		return c
+	}
+	c.Summary = fmt.Sprintf("host edits reach the sandbox through inotify (%s=%d); %s", SysctlInotifyWatches, n, data)
+	return c
+}

@@ -310,3 +310,28 @@ func TestStaticELF(t *testing.T) {
 		t.Fatal("a shell script read as ELF")
 	}
 }
+
+func TestCheckWorkspaceView(t *testing.T) {
+	for _, tt := range []struct {
+		name, value string
+		err         error
+		want        Status
+		mention     string
+	}{
+		{"plenty", "524288\n", nil, OK, "max_user_watches=524288"},
+		{"at the bound", "65536", nil, OK, "inotify"},
+		{"few", "8192\n", nil, Warn, "short timeouts"},
+		{"garbage", "lots", nil, Warn, "not a number"},
+		{"unreadable", "", fs.ErrPermission, Warn, "cannot read"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := CheckWorkspaceView(tt.value, tt.err)
+			if c.Status != tt.want || !strings.Contains(c.Summary, tt.mention) || !strings.Contains(c.Summary, "passthrough") {
+				t.Fatalf("got %v %q", c.Status, c.Summary)
+			}
+			if (c.Status == OK) != (c.Fix == "") {
+				t.Fatalf("status %v with fix %q", c.Status, c.Fix)
+			}
+		})
+	}
+}

@@ -112,6 +112,8 @@ func HostChecks(ctx context.Context, o Options) []Check {
 		fuserm = Warn
 	}
 	cs = append(cs, lookCommand("fusermount3", "mounts and unmounts the /workspace view without root", "fuse3", fuserm))
+	watches, werr := os.ReadFile(SysctlPath(SysctlInotifyWatches))
+	cs = append(cs, CheckWorkspaceView(string(watches), werr))
 	cs = append(cs, CheckDevice("/dev/net/tun", "slirp4netns's tap device", openDevice("/dev/net/tun")))
 	cs = append(cs, CheckNftables(usernsErr, nftErr))
 	cs = append(cs, lookCommand("slirp4netns", "the sandbox's connection to the network", "slirp4netns", Fail))
