@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -53,7 +54,15 @@ type Input struct {
 	Volumes     []Volume
 	InitArgv    []string // the container's own process, e.g. the guest's init
 	NetworkPath string   // network namespace path; empty means no network
+	// WorkspaceDentries is the size of gVisor's dentry cache for the
+	// /workspace mount (its `dcache` mount option); 0 keeps gVisor's
+	// default of 1000. See docs/RUNSC.md, "The workspace mount".
+	WorkspaceDentries int
 }
+
+// MaxWorkspaceDentries bounds WorkspaceDentries: each cached dentry keeps
+// one host file descriptor open in the sandbox.
+const MaxWorkspaceDentries = 1 << 20
 
 // defaultPath is used when the image sets no PATH.
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -71,6 +80,9 @@ func Container(in Input) (*specs.Spec, error) {
 			return nil, fmt.Errorf("%w: %s path %q must be absolute and clean", ErrInvalid, name, p)
 		}
 	}
+	if in.WorkspaceDentries < 0 || in.WorkspaceDentries > MaxWorkspaceDentries {
+		return nil, fmt.Errorf("%w: workspace dentry cache %d is outside 0..%d", ErrInvalid, in.WorkspaceDentries, MaxWorkspaceDentries)
+	}
 	if len(in.InitArgv) == 0 || !path.IsAbs(in.InitArgv[0]) {
 		return nil, fmt.Errorf("%w: init argv %q must start with an absolute path", ErrInvalid, in.InitArgv)
 	}
@@ -83,7 +95,7 @@ func Container(in Input) (*specs.Spec, error) {
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777"}},
-		bind(in.Workspace, layout.Workspace, false),
+		workspaceBind(in.Workspace, in.WorkspaceDentries),
 		bind(in.ControlDir, layout.Control, false),
 		bind(path.Join(in.EtcDir, "resolv.conf"), "/etc/resolv.conf", true),
 		bind(path.Join(in.EtcDir, "hosts"), "/etc/hosts", true),
@@ -206,6 +218,19 @@ func bind(src, dst string, ro bool) specs.Mount {
 		opts = append(opts, "rw")
 	}
 	return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: opts}
+}
+
+// workspaceBind is the /workspace bind. gVisor opens a host descriptor for
+// every file it keeps a dentry of, and its per-mount cache holds 1000 by
+// default: a git status over a larger tree evicts and reopens each file on
+// every run, which through the view costs the daemon several requests per
+// file. dentries > 0 sizes that cache.
+func workspaceBind(src string, dentries int) specs.Mount {
+	m := bind(src, layout.Workspace, false)
+	if dentries > 0 {
+		m.Options = append(m.Options, "dcache="+strconv.Itoa(dentries))
+	}
+	return m
 }
 
 func specUser(u User) specs.User {

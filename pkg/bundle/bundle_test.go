@@ -81,6 +81,8 @@ func TestContainerRefuses(t *testing.T) {
 		"volume over proc": func(in *Input) {
 			in.Volumes = []Volume{{Source: "/data", Destination: "/proc"}}
 		},
+		"negative dentry cache": func(in *Input) { in.WorkspaceDentries = -1 },
+		"huge dentry cache":     func(in *Input) { in.WorkspaceDentries = MaxWorkspaceDentries + 1 },
 		"relative volume source": func(in *Input) {
 			in.Volumes = []Volume{{Source: "data", Destination: "/home/agent/data"}}
 		},
@@ -93,6 +95,34 @@ func TestContainerRefuses(t *testing.T) {
 				t.Fatalf("Container error = %v, want ErrInvalid", err)
 			}
 		})
+	}
+}
+
+func TestWorkspaceDentryCache(t *testing.T) {
+	for _, tt := range []struct {
+		dentries int
+		want     string // the dcache option, "" for none
+	}{{0, ""}, {1, "dcache=1"}, {15000, "dcache=15000"}, {MaxWorkspaceDentries, "dcache=1048576"}} {
+		in := baseInput()
+		in.WorkspaceDentries = tt.dentries
+		spec, err := Container(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range spec.Mounts {
+			for _, o := range m.Options {
+				if strings.HasPrefix(o, "dcache=") {
+					if m.Destination != layout.Workspace {
+						t.Errorf("%d: %s on %s", tt.dentries, o, m.Destination)
+					}
+					got = append(got, o)
+				}
+			}
+		}
+		if tt.want == "" && len(got) != 0 || tt.want != "" && !slices.Equal(got, []string{tt.want}) {
+			t.Errorf("%d dentries: options %q, want %q", tt.dentries, got, tt.want)
+		}
 	}
 }
 

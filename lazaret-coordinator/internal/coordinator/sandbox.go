@@ -124,7 +124,8 @@ func (p *sandboxStep) Start(ctx context.Context) error {
 		Volumes:    vols,
 		InitArgv:   []string{filepath.Join(layout.Control, guestName), "init"},
 		// The sandbox namespace the network sidecar holds.
-		NetworkPath: p.network.NamespacePath(),
+		NetworkPath:       p.network.NamespacePath(),
+		WorkspaceDentries: workspaceDentries(),
 	})
 	if err != nil {
 		return fmt.Errorf("planning the container: %w", err)
@@ -543,4 +544,35 @@ func recoverSandbox(s *scope, o *domainstore.ParticipantOwnership) (string, erro
 		return "", err
 	}
 	return "attached runsc " + a + "; runtime supervisor " + sup, nil
+}
+
+// Bounds of the workspace mount's dentry cache (bundle.Input.WorkspaceDentries).
+const (
+	// dentryFDReserve descriptors of the sandbox's limit stay for
+	// everything but the workspace's cached dentries: the root file
+	// system's own cache (1000), open files, sockets, the control
+	// directory.
+	dentryFDReserve = 4096
+	minDentries     = 1000 // gVisor's default
+	maxDentries     = 65536
+)
+
+// workspaceDentries sizes gVisor's dentry cache for /workspace from the
+// hard limit on open descriptors, which runsc inherits from this process
+// (docs/RUNSC.md, "The workspace mount"): each cached dentry holds one
+// host descriptor in the sandbox, and the view's daemon one open file.
+func workspaceDentries() int {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return minDentries
+	}
+	return dentriesFor(lim.Max)
+}
+
+// dentriesFor is workspaceDentries for a hard limit.
+func dentriesFor(hard uint64) int {
+	if hard <= minDentries+dentryFDReserve {
+		return minDentries
+	}
+	return int(min(hard-dentryFDReserve, maxDentries))
 }
