@@ -169,11 +169,22 @@ func Run(ctx context.Context, cfg Config) error {
 			cfg.Log.Warn("the view's unused nodes are left to the kernel's dentry cache", "err", err)
 		}
 	}()
-	// Pruning writes to the FUSE connection: it ends before the view is
-	// unmounted.
+	// The watcher tells the kernel about host changes (view.Watch); until
+	// its first walk has placed a directory's watch, that directory is
+	// served with one-second timeouts, so the start does not wait for it.
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if err := v.Watch(pruneCtx, make(chan struct{})); err != nil {
+			cfg.Log.Warn("the host tree is not watched: entries and attributes are cached for one second", "err", err)
+		}
+	}()
+	// Pruning and the watcher write to the FUSE connection: they end
+	// before the view is unmounted.
 	stopPrune := func() {
 		stopPruning()
 		<-pruned
+		<-watched
 	}
 
 	cmds := make(chan error, 1)

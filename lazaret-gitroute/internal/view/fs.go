@@ -32,6 +32,13 @@ type FS struct {
 	lookups atomic.Uint64
 	kick    chan struct{}
 	busy    atomic.Bool
+	// budget is how many nodes the view holds before a sweep prunes
+	// (pruneBudget; tests lower it).
+	budget int
+
+	// w is the host tree's watcher while it runs (watch.go); nil serves
+	// every host entry with one-second timeouts.
+	w atomic.Pointer[watcher]
 }
 
 // New returns the view over the retained O_PATH roots hostFd and isolatedFd
@@ -44,6 +51,7 @@ func New(hostFd, isolatedFd int, router Router, log *slog.Logger) *FS {
 		inos:   make(map[[2]uint64]uint64),
 		next:   2, // 1 is the root
 		kick:   make(chan struct{}, 1),
+		budget: pruneBudget,
 	}
 }
 
@@ -53,19 +61,63 @@ func (f *FS) Root() fs.InodeEmbedder {
 	return f.root
 }
 
-// Options returns the node options of a view: short attribute and entry
-// caching (the host may change the workspace underneath), no negative
-// caching (a path the host creates shows at once).
+// Cache lifetimes. An entry, its attributes or a negative entry in a
+// directory the watcher watches are cached for cacheFor: the watcher
+// invalidates them when the host changes (watch.go). In a host directory
+// without a watch they are cached for shortFor, so that a host change
+// shows within that.
+const (
+	cacheFor = time.Hour
+	shortFor = time.Second
+)
+
+// Options returns the node options of a view: long attribute, entry and
+// negative-entry caching, which Lookup and Getattr shorten where the host
+// tree is not watched.
 func Options(mo fuse.MountOptions) *fs.Options {
-	attr := time.Second
-	neg := time.Duration(0)
+	long := cacheFor
 	return &fs.Options{
 		MountOptions:    mo,
-		EntryTimeout:    &attr,
-		AttrTimeout:     &attr,
-		NegativeTimeout: &neg,
+		EntryTimeout:    &long,
+		AttrTimeout:     &long,
+		NegativeTimeout: &long,
 		RootStableAttr:  &fs.StableAttr{Ino: 1, Mode: syscall.S_IFDIR},
 	}
+}
+
+// settled reports whether what the kernel caches of the entries of the
+// directory at view path dir may stay cached for long: the directory has a
+// watch, or it routes to the isolated root, which only the view writes
+// during a generation.
+func (f *FS) settled(dir string) bool {
+	if w := f.w.Load(); w != nil && w.watched(dir) {
+		return true
+	}
+	return f.router.Route(dir, true) == Isolated
+}
+
+// attrSettled reports whether the attributes of the node at p may stay
+// cached for long: its entry is settled, and a directory's own entries
+// too (its times and link count change with them).
+func (f *FS) attrSettled(p string, isDir bool) bool {
+	if p == "" {
+		return f.settled("")
+	}
+	dir, _ := split(p)
+	return f.settled(dir) && (!isDir || f.settled(p))
+}
+
+// keepCache is the open flag that keeps a file's cached pages across opens
+// when the watcher invalidates them on a host change (or the file is in
+// the isolated root, which only the view writes).
+func (f *FS) keepCache(p string, b Backing) uint32 {
+	if b == Isolated {
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	if dir, _ := split(p); f.settled(dir) {
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	return 0
 }
 
 // ino maps a backing (device, inode) to a stable view inode number; the two

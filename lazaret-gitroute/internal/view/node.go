@@ -79,6 +79,18 @@ func (n *node) where() (string, Backing, syscall.Errno) {
 // (a lookup, or an entry just created), and counts it for Prune.
 func (n *node) child(ctx context.Context, st *unix.Stat_t, out *fuse.EntryOut) *fs.Inode {
 	n.f.fill(st, &out.Attr)
+	if out.EntryTimeout() == 0 {
+		// A new entry (Lookup sets its own): long in a watched directory,
+		// but a new directory has no watch of its own yet.
+		out.SetEntryTimeout(shortFor)
+		out.SetAttrTimeout(shortFor)
+		if dir, ok := n.rel(); ok && n.f.settled(dir) {
+			out.SetEntryTimeout(cacheFor)
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				out.SetAttrTimeout(cacheFor)
+			}
+		}
+	}
 	n.f.looked()
 	return n.NewInode(ctx, &node{f: n.f}, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: out.Attr.Ino})
 }
@@ -88,9 +100,23 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if !ok {
 		return nil, syscall.ESTALE
 	}
+	// Whether the directory is watched is read before the host is: a
+	// change after this read is reported by the watcher.
+	long := n.f.settled(dir)
 	_, st, err := n.f.find(join(dir, name))
 	if err != nil {
+		if !long {
+			out.SetEntryTimeout(shortFor) // the negative entry's lifetime
+		}
 		return nil, errno(err)
+	}
+	out.SetEntryTimeout(shortFor)
+	out.SetAttrTimeout(shortFor)
+	if long {
+		out.SetEntryTimeout(cacheFor)
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || n.f.settled(join(dir, name)) {
+			out.SetAttrTimeout(cacheFor)
+		}
 	}
 	return n.child(ctx, &st, out), 0
 }
@@ -104,11 +130,15 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		}
 		return syscall.ESTALE
 	}
+	long := n.f.attrSettled(p, n.isDir())
 	st, err := n.f.roots[n.f.router.Route(p, n.isDir())].lstat(p)
 	if err != nil {
 		return errno(err)
 	}
 	n.f.fill(&st, &out.Attr)
+	if !long {
+		out.SetTimeout(shortFor)
+	}
 	return 0
 }
 
@@ -229,7 +259,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	return fs.NewLoopbackFile(fd), 0, 0
+	return fs.NewLoopbackFile(fd), n.f.keepCache(p, b), 0
 }
 
 // prepare checks that a new entry may be created at path with the given

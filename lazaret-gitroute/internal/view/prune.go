@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -13,19 +14,20 @@ import (
 
 // Pruning. go-fuse keeps one node for every inode the kernel holds a
 // lookup reference to, and the kernel keeps a FUSE inode while a dentry of
-// it is cached. A view entry is valid for one second (Options), but an
-// unused dentry stays in the dentry cache after that, expired, until
-// memory pressure reclaims it: once the sandbox has walked the workspace,
-// every path it touched is held by the kernel (a dentry and an inode) and
-// here (a node, its identity table entries and its parent's child entry,
-// about 500 bytes), for nothing, since an expired entry costs a LOOKUP on
-// its next use just as a missing one does. Prune asks the kernel to drop
-// the dentries nobody uses (FUSE_NOTIFY_PRUNE): the kernel evicts their
-// inodes and sends FORGET, which releases the nodes. Whatever is in use
-// stays (an open file, a process's working directory, a directory the
-// gofer holds open, and the parents of all of these). The view's inode
-// numbers do not change when a dropped entry is looked up again: FS.ino
-// keeps them for the view's whole life.
+// it is cached. The view's entries are cached for long (watch.go), so an
+// unused dentry is worth keeping: its next use costs no LOOKUP. But each
+// one holds a node here (the node, its identity table entries and its
+// parent's child entry; see docs/WORKSPACE.md, "Memory", for the measured
+// cost), so the view holds at most about pruneBudget of them: when it
+// holds more, Prune asks the kernel to drop the unused dentries of the
+// oldest nodes, by view inode number (the order in which the view first
+// saw their files), down to three quarters of the budget
+// (FUSE_NOTIFY_PRUNE). The kernel evicts their inodes and sends FORGET,
+// which releases the nodes. Whatever is in use stays (an open file, a
+// process's working directory, a directory the gofer holds open, and the
+// parents of all of these). The view's inode numbers do not change when a
+// dropped entry is looked up again: FS.ino keeps them for the view's
+// whole life.
 
 const (
 	// pruneEvery is the tick of the pruner: a view that served no request
@@ -37,6 +39,10 @@ const (
 	pruneBurst = 8192
 	// pruneBatch node IDs go in one notification.
 	pruneBatch = 512
+	// pruneBudget is how many nodes the view holds before Prune drops the
+	// oldest unused ones: a workspace of tens of thousands of files stays
+	// cached whole.
+	pruneBudget = 32768
 )
 
 // ErrPruneUnsupported means the kernel's FUSE has no prune notification
@@ -106,10 +112,11 @@ func (f *FS) Prune(ctx context.Context, settle func()) error {
 		switch next(f.busy.Swap(false), f.lookups.Load(), unsettled) {
 		case sweepNodes:
 			f.lookups.Store(0)
-			if _, err := f.sweep(); err != nil {
+			named, err := f.sweep()
+			if err != nil {
 				return err
 			}
-			unsettled = true
+			unsettled = unsettled || named > 0
 		case settleMemory:
 			if settle != nil {
 				settle()
@@ -119,10 +126,12 @@ func (f *FS) Prune(ctx context.Context, settle func()) error {
 	}
 }
 
-// sweep names every node but the root to the kernel for pruning, each
-// directory after its children (so that a directory whose children were
-// all dropped is unused by the time it is named), and returns how many it
-// named. The kernel drops the unused ones.
+// sweep counts the nodes below the root and, when there are more than the
+// budget, names the oldest of them (lowest view inode numbers) to the
+// kernel for pruning, down to three quarters of the budget, each directory
+// after its children (so that a directory whose named children were all
+// dropped is unused by the time it is named). It returns how many it
+// named; the kernel drops the unused ones.
 func (f *FS) sweep() (int, error) {
 	root := f.root.EmbeddedInode()
 	var nodes []*fs.Inode
@@ -134,16 +143,31 @@ func (f *FS) sweep() (int, error) {
 		}
 	}
 	below(root)
-	for i := 0; i < len(nodes); i += pruneBatch {
-		switch e := root.NotifyPrune(nodes[i:min(i+pruneBatch, len(nodes))]); e {
+	if len(nodes) <= f.budget {
+		return 0, nil
+	}
+	inos := make([]uint64, len(nodes))
+	for i, in := range nodes {
+		inos[i] = in.StableAttr().Ino
+	}
+	slices.Sort(inos)
+	oldest := inos[len(nodes)-f.budget*3/4-1]
+	named := nodes[:0]
+	for _, in := range nodes {
+		if in.StableAttr().Ino <= oldest {
+			named = append(named, in)
+		}
+	}
+	for i := 0; i < len(named); i += pruneBatch {
+		switch e := root.NotifyPrune(named[i:min(i+pruneBatch, len(named))]); e {
 		case 0:
 		case syscall.ENOSYS:
 			return i, ErrPruneUnsupported
 		default:
-			return i, fmt.Errorf("asking the kernel to prune %d view nodes: %w", len(nodes), e)
+			return i, fmt.Errorf("asking the kernel to prune %d view nodes: %w", len(named), e)
 		}
 	}
-	return len(nodes), nil
+	return len(named), nil
 }
 
 // Activity returns raw (the view's node file system) with the requests

@@ -121,6 +121,7 @@ func TestPruneDropsWhatNobodyUses(t *testing.T) {
 		t.Fatalf("%d nodes after the walk, want at least %d", got, dirs*files)
 	}
 
+	v.budget = 0 // prune whatever is unused
 	named, err := v.sweep()
 	if !srv.KernelSettings().SupportsNotify(fuse.NOTIFY_PRUNE) {
 		if !errors.Is(err, ErrPruneUnsupported) {
@@ -219,6 +220,7 @@ func TestPruneSweepsAfterABurst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	v.budget = 0
 	if len(v.kick) != 1 || v.lookups.Load() < pruneBurst {
 		t.Fatalf("after %d lookups: %d sweeps called for, %d counted", pruneBurst+10, len(v.kick), v.lookups.Load())
 	}
@@ -255,5 +257,46 @@ func TestPruneSweepsAfterABurst(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Prune: %v", err)
+	}
+}
+
+// TestPruneKeepsTheBudget: a sweep of a view holding no more nodes than
+// its budget names none (the kernel's cache is worth keeping); over the
+// budget it names the oldest down to three quarters of it, and the newest
+// stay.
+func TestPruneKeepsTheBudget(t *testing.T) {
+	const files, budget = 400, 100
+	v, mnt, srv := mounted(t, func(host string) {
+		for f := 0; f < files; f++ {
+			if err := os.WriteFile(filepath.Join(host, fmt.Sprintf("f%d", f)), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if !srv.KernelSettings().SupportsNotify(fuse.NOTIFY_PRUNE) {
+		t.Skipf("kernel FUSE %d.%d has no prune notification", srv.KernelSettings().Major, srv.KernelSettings().Minor)
+	}
+	for f := 0; f < files; f++ {
+		inode(t, filepath.Join(mnt, fmt.Sprintf("f%d", f)))
+	}
+	v.budget = files
+	if named, err := v.sweep(); named != 0 || err != nil {
+		t.Fatalf("sweep within the budget named %d nodes, %v; want none", named, err)
+	}
+	v.budget = budget
+	named, err := v.sweep()
+	if err != nil || named != files-budget*3/4 {
+		t.Fatalf("sweep over the budget named %d nodes, %v; want %d", named, err, files-budget*3/4)
+	}
+	for deadline := time.Now().Add(20 * time.Second); nodes(v) > budget*3/4; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d nodes 20 s after the sweep, want %d", nodes(v), budget*3/4)
+		}
+	}
+	root := v.root.EmbeddedInode()
+	for f := files - budget*3/4; f < files; f++ {
+		if root.GetChild(fmt.Sprintf("f%d", f)) == nil {
+			t.Fatalf("f%d, among the newest, was pruned", f)
+		}
 	}
 }
