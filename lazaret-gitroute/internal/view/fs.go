@@ -23,6 +23,9 @@ type FS struct {
 	inos map[[2]uint64]uint64 // (device, inode) of a backing file -> view inode
 	next uint64
 
+	// fileMu guards every node's lazy list (file.go).
+	fileMu sync.Mutex
+
 	// root is the root node, set by Root; Prune names the nodes to the
 	// kernel through it.
 	root *node
@@ -82,6 +85,14 @@ func (f *FS) ino(st *unix.Stat_t) uint64 {
 	f.next++
 	f.inos[key] = v
 	return v
+}
+
+// knownIno returns the view inode number st already has, if any.
+func (f *FS) knownIno(st *unix.Stat_t) (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.inos[[2]uint64{st.Dev, st.Ino}]
+	return v, ok
 }
 
 // find locates the entry shown at path: the backing it is served from and

@@ -21,6 +21,9 @@ import (
 type node struct {
 	fs.Inode
 	f *FS
+	// lazy are the node's open files whose backing is not open yet
+	// (file.go), guarded by f.fileMu.
+	lazy []*file
 }
 
 var (
@@ -225,11 +228,16 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		}
 	}
 	fl := int(flags) & openFlags &^ unix.O_EXCL
+	if n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFREG && fl&unix.O_TRUNC == 0 {
+		return lazyFile(n, fl), 0, 0
+	}
+	// A truncation happens at open; anything but a regular file (a FIFO)
+	// may act on open as well.
 	fd, err := n.f.roots[b].open(p, fl|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	return fs.NewLoopbackFile(fd), 0, 0
+	return openFile(n, fd), 0, 0
 }
 
 // prepare checks that a new entry may be created at path with the given
@@ -283,7 +291,8 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		unix.Close(fd)
 		return nil, nil, 0, syscall.EPERM
 	}
-	return n.child(ctx, &st, out), fs.NewLoopbackFile(fd), 0, 0
+	c := n.child(ctx, &st, out)
+	return c, openFile(c.Operations().(*node), fd), 0, 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -420,11 +429,22 @@ func (n *node) remove(name string, dir bool) syscall.Errno {
 		return errno(err)
 	}
 	defer unix.Close(pfd)
+	n.pinChild(name)
 	flags := 0
 	if dir {
 		flags = unix.AT_REMOVEDIR
 	}
 	return errno(sys.Unlinkat(pfd, base, flags))
+}
+
+// pinChild opens the pending files of the child name, whose entry is
+// about to go away.
+func (n *node) pinChild(name string) {
+	if c := n.GetChild(name); c != nil {
+		if cn, ok := c.Operations().(*node); ok {
+			cn.pin()
+		}
+	}
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno { return n.remove(name, false) }
@@ -496,6 +516,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		if err := n.f.roots[Isolated].mkdirAll(dd); err != nil {
 			return errno(err)
 		}
+	}
+	if flags&unix.RENAME_EXCHANGE == 0 {
+		np.pinChild(newName)
 	}
 	if e := n.f.renameIn(sb, sp, dp, flags); e != 0 {
 		return e
