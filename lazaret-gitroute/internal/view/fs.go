@@ -101,11 +101,12 @@ func (f *FS) knownIno(st *unix.Stat_t) (uint64, bool) {
 // ENOENT when neither root holds a visible entry.
 func (f *FS) find(path string) (Backing, unix.Stat_t, error) {
 	rf, rd := f.router.Route(path, false), f.router.Route(path, true)
-	order := []Backing{rf}
+	order := [2]Backing{rf, rf}
+	n := 1
 	if rd != rf {
-		order = []Backing{Host, Isolated}
+		order, n = [2]Backing{Host, Isolated}, 2
 	}
-	for _, b := range order {
+	for _, b := range order[:n] {
 		st, err := f.roots[b].lstat(path)
 		if err != nil {
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {

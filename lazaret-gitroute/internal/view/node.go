@@ -3,8 +3,6 @@ package view
 import (
 	"context"
 	"errors"
-	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -53,18 +51,41 @@ var (
 // from the tree (unlinked while open) has none: it reports false, and the
 // operation fails with ESTALE instead of acting on some other path.
 func (n *node) rel() (string, bool) {
-	in := n.EmbeddedInode()
-	var segs []string
-	for !in.IsRoot() {
+	// Two passes: measure, then fill one buffer from the end, so that a
+	// path costs one allocation however deep it is.
+	size := -1
+	for in := n.EmbeddedInode(); !in.IsRoot(); {
 		name, parent := in.Parent()
 		if parent == nil {
 			return "", false
 		}
-		segs = append(segs, name)
+		size += len(name) + 1
 		in = parent
 	}
-	slices.Reverse(segs)
-	return strings.Join(segs, "/"), true
+	if size <= 0 {
+		return "", true
+	}
+	buf := make([]byte, size)
+	end := size
+	for in := n.EmbeddedInode(); !in.IsRoot(); {
+		name, parent := in.Parent()
+		if parent == nil {
+			return "", false // unlinked between the passes
+		}
+		if end < size {
+			end--
+			buf[end] = '/'
+		}
+		if end < len(name) {
+			return "", false // renamed deeper between the passes
+		}
+		end -= copy(buf[end-len(name):end], name)
+		in = parent
+	}
+	if end != 0 {
+		return "", false
+	}
+	return string(buf), true
 }
 
 func (n *node) isDir() bool { return n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFDIR }
@@ -264,10 +285,11 @@ func (n *node) prepare(name string, isDir bool) (string, Backing, syscall.Errno)
 	return p, b, 0
 }
 
-// created stats a new entry and returns its node.
-func (n *node) created(ctx context.Context, p string, b Backing, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	st, err := n.f.roots[b].lstat(p)
-	if err != nil {
+// created stats the new entry base of the directory pfd (borrowed) and
+// returns its node.
+func (n *node) created(ctx context.Context, pfd int, base string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var st unix.Stat_t
+	if err := sys.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, errno(err)
 	}
 	return n.child(ctx, &st, out), 0
@@ -304,12 +326,11 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err != nil {
 		return nil, errno(err)
 	}
-	err = sys.Mkdirat(pfd, base, mode&07777)
-	unix.Close(pfd)
-	if err != nil {
+	defer unix.Close(pfd)
+	if err := sys.Mkdirat(pfd, base, mode&07777); err != nil {
 		return nil, errno(err)
 	}
-	return n.created(ctx, p, b, out)
+	return n.created(ctx, pfd, base, out)
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -329,12 +350,11 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if err != nil {
 		return nil, errno(err)
 	}
-	err = sys.Mknodat(pfd, base, mode, 0)
-	unix.Close(pfd)
-	if err != nil {
+	defer unix.Close(pfd)
+	if err := sys.Mknodat(pfd, base, mode, 0); err != nil {
 		return nil, errno(err)
 	}
-	return n.created(ctx, p, b, out)
+	return n.created(ctx, pfd, base, out)
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -349,12 +369,11 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, errno(err)
 	}
-	err = sys.Symlinkat(target, pfd, base)
-	unix.Close(pfd)
-	if err != nil {
+	defer unix.Close(pfd)
+	if err := sys.Symlinkat(target, pfd, base); err != nil {
 		return nil, errno(err)
 	}
-	return n.created(ctx, p, b, out)
+	return n.created(ctx, pfd, base, out)
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -389,7 +408,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err := sys.Linkat(sfd, sbase, dfd, dbase, 0); err != nil {
 		return nil, errno(err)
 	}
-	return n.created(ctx, p, b, out)
+	return n.created(ctx, dfd, dbase, out)
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
@@ -607,7 +626,9 @@ func (n *node) list() ([]fuse.DirEntry, syscall.Errno) {
 		return nil, e
 	}
 	out := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
-	seen := map[string]bool{}
+	// Only a host directory's listing merges two roots; seen, made then,
+	// keeps a name the host showed from being listed again.
+	var seen map[string]bool
 	found := false
 	for _, rb := range []Backing{Host, Isolated} {
 		if rb == Host && b != Host {
@@ -639,7 +660,12 @@ func (n *node) list() ([]fuse.DirEntry, syscall.Errno) {
 			if n.f.router.Route(cp, isDir) != rb {
 				continue
 			}
-			seen[e.name] = true
+			if rb == Host && b == Host {
+				if seen == nil {
+					seen = make(map[string]bool, len(ents))
+				}
+				seen[e.name] = true
+			}
 			ino := n.f.ino(&unix.Stat_t{Dev: dst.Dev, Ino: e.ino})
 			out = append(out, fuse.DirEntry{Name: e.name, Mode: mode, Ino: ino})
 		}
