@@ -148,9 +148,16 @@ func (n *node) writable(p string, b Backing) syscall.Errno {
 		if err != nil {
 			return errno(err)
 		}
-		if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
-			return syscall.EPERM
-		}
+		return sharedHostFile(b, &st)
+	}
+	return 0
+}
+
+// sharedHostFile is writable's link check, for a caller that holds the
+// entry's stat and has checked the rule.
+func sharedHostFile(b Backing, st *unix.Stat_t) syscall.Errno {
+	if b == Host && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+		return syscall.EPERM
 	}
 	return 0
 }
@@ -166,20 +173,32 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if e != 0 {
 		return e
 	}
-	if e := n.writable(p, b); e != 0 {
-		return e
-	}
 	if hasFile {
+		if e := n.writable(p, b); e != 0 {
+			return e
+		}
 		if e := s.Setattr(ctx, in, out); e != 0 {
 			return e
 		}
 		return n.Getattr(ctx, nil, out)
 	}
+	if n.f.router.Rule(p) == Sealed {
+		return syscall.EROFS
+	}
+	// One O_PATH descriptor serves the link check, the changes and the
+	// attributes returned.
 	fd, err := n.f.roots[b].openPath(p)
 	if err != nil {
 		return errno(err)
 	}
 	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := sys.Fstat(fd, &st); err != nil {
+		return errno(err)
+	}
+	if e := sharedHostFile(b, &st); e != 0 {
+		return e
+	}
 	name := procPath(fd)
 	if m, ok := in.GetMode(); ok {
 		if err := unix.Chmod(name, m&07777); err != nil {
@@ -225,7 +244,11 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return errno(err)
 		}
 	}
-	return n.Getattr(ctx, nil, out)
+	if err := sys.Fstat(fd, &st); err != nil {
+		return errno(err)
+	}
+	n.f.fill(&st, &out.Attr)
+	return 0
 }
 
 // openFlags are the open flags passed on to the backing file; openat2
