@@ -31,17 +31,23 @@ type killPriv struct {
 
 // kill clears the bits of the node named by h. A node without a path (an
 // unlinked open file) keeps them: nothing can execute it any more.
-func (k *killPriv) kill(cancel <-chan struct{}, h *fuse.InHeader) {
+// The stat goes through the open file fh when there is one (an open
+// backing answers with one fstat).
+func (k *killPriv) kill(cancel <-chan struct{}, h *fuse.InHeader, fh uint64, hasFh bool) {
 	var out fuse.AttrOut
-	if st := k.RawFileSystem.GetAttr(cancel, &fuse.GetAttrIn{InHeader: *h}, &out); st != fuse.OK {
+	in := fuse.GetAttrIn{InHeader: *h}
+	if hasFh {
+		in.Flags_, in.Fh_ = fuse.FUSE_GETATTR_FH, fh
+	}
+	if st := k.RawFileSystem.GetAttr(cancel, &in, &out); st != fuse.OK {
 		return
 	}
 	mode := killedMode(out.Mode)
 	if mode == out.Mode {
 		return
 	}
-	in := fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{InHeader: *h, Valid: fuse.FATTR_MODE, Mode: mode}}
-	k.RawFileSystem.SetAttr(cancel, &in, &out)
+	set := fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{InHeader: *h, Valid: fuse.FATTR_MODE, Mode: mode}}
+	k.RawFileSystem.SetAttr(cancel, &set, &out)
 }
 
 // killedMode is mode without the bits a write by an unprivileged caller
@@ -60,21 +66,21 @@ func killedMode(mode uint32) uint32 {
 
 func (k *killPriv) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
-		k.kill(cancel, &in.InHeader)
+		k.kill(cancel, &in.InHeader, in.Fh, true)
 	}
 	return k.RawFileSystem.Write(cancel, in, data)
 }
 
 func (k *killPriv) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
 	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
-		k.kill(cancel, &in.InHeader)
+		k.kill(cancel, &in.InHeader, in.Fh, true)
 	}
 	return k.RawFileSystem.Writev(cancel, in, data)
 }
 
 func (k *killPriv) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && in.Valid&fuse.FATTR_MODE == 0 {
-		k.kill(cancel, &in.InHeader)
+		k.kill(cancel, &in.InHeader, in.Fh, in.Valid&fuse.FATTR_FH != 0)
 	}
 	return k.RawFileSystem.SetAttr(cancel, in, out)
 }
@@ -82,7 +88,7 @@ func (k *killPriv) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse
 func (k *killPriv) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	st := k.RawFileSystem.Open(cancel, in, out)
 	if st == fuse.OK && in.Mode&fuse.OPEN_KILL_SUIDGID != 0 {
-		k.kill(cancel, &in.InHeader)
+		k.kill(cancel, &in.InHeader, out.Fh, true)
 	}
 	return st
 }
@@ -92,7 +98,7 @@ func (k *killPriv) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string
 	if st == fuse.OK && in.OpenFlags&fuse.OPEN_KILL_SUIDGID != 0 {
 		h := in.InHeader
 		h.NodeId = out.NodeId
-		k.kill(cancel, &h)
+		k.kill(cancel, &h, out.Fh, true)
 	}
 	return st
 }

@@ -120,6 +120,10 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 }
 
 func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if fl, isF := fh.(*file); isF && fl != nil && fl.opened() != nil {
+		// An open backing is the node's own inode: one fstat.
+		return fl.Getattr(ctx, out)
+	}
 	p, ok := n.rel()
 	if !ok {
 		// Unlinked while open: only the open file still names it.
