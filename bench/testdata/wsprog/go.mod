@@ -1,0 +1,3 @@
+module lazaret.invalid/wsprog
+
+go 1.22
