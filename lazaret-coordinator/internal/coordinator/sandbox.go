@@ -560,7 +560,9 @@ const (
 // workspaceDentries sizes gVisor's dentry cache for /workspace from the
 // hard limit on open descriptors, which runsc inherits from this process
 // (docs/RUNSC.md, "The workspace mount"): each cached dentry holds one
-// host descriptor in the sandbox, and the view's daemon one open file.
+// host descriptor in the sandbox, which also holds descriptors for
+// dentries in use, directories being listed and open files, so the cache
+// gets half of what the reserve leaves.
 func workspaceDentries() int {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
@@ -571,8 +573,8 @@ func workspaceDentries() int {
 
 // dentriesFor is workspaceDentries for a hard limit.
 func dentriesFor(hard uint64) int {
-	if hard <= minDentries+dentryFDReserve {
+	if hard <= 2*minDentries+dentryFDReserve {
 		return minDentries
 	}
-	return int(min(hard-dentryFDReserve, maxDentries))
+	return int(min((hard-dentryFDReserve)/2, maxDentries))
 }

@@ -57,8 +57,8 @@ func TestDentriesFor(t *testing.T) {
 		hard uint64
 		want int
 	}{
-		{0, 1000}, {1024, 1000}, {5096, 1000}, {5097, 1001}, {20000, 15904},
-		{524288, 65536}, {1 << 20, 65536}, {^uint64(0), 65536},
+		{0, 1000}, {1024, 1000}, {6096, 1000}, {6098, 1001}, {20000, 7952},
+		{135167, 65535}, {524288, 65536}, {1 << 20, 65536}, {^uint64(0), 65536},
 	} {
 		if got := dentriesFor(tt.hard); got != tt.want {
 			t.Errorf("dentriesFor(%d) = %d, want %d", tt.hard, got, tt.want)
