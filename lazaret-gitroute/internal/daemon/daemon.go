@@ -127,11 +127,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Name:     subtype,
 		MaxWrite: maxRead,
 		Logger:   nil,
-		// The view clears set-user-ID and set-group-ID bits itself, so
-		// the kernel stops asking GETXATTR before every write.
-		ExtraCapabilities: view.KillPrivCapability,
 	}
-	server, err := fuse.NewServer(view.KillPriv(v.Activity(gofs.NewNodeFS(v.Root(), view.Options(mo)))), "/dev/fd/"+strconv.Itoa(mnt.fd), &mo)
+	server, err := fuse.NewServer(v.Activity(gofs.NewNodeFS(v.Root(), view.Options(mo))), "/dev/fd/"+strconv.Itoa(mnt.fd), &mo)
 	if err != nil {
 		_ = gitroute.Unmount(cfg.Mountpoint, true)
 		return fail(gitroute.StageMount, fmt.Errorf("starting the FUSE server: %w", err))

@@ -74,11 +74,6 @@ func (b backing) mkdirAll(rel string) error {
 	if rel == "" {
 		return nil
 	}
-	// Usually the directory is there already: one openat2 says so.
-	if fd, err := b.open(rel, unix.O_PATH|unix.O_DIRECTORY, 0); err == nil {
-		unix.Close(fd)
-		return nil
-	}
 	parts := strings.Split(rel, "/")
 	for i := range parts {
 		sub := strings.Join(parts[:i+1], "/")

@@ -23,9 +23,6 @@ type FS struct {
 	inos map[[2]uint64]uint64 // (device, inode) of a backing file -> view inode
 	next uint64
 
-	// fileMu guards every node's lazy list (file.go).
-	fileMu sync.Mutex
-
 	// root is the root node, set by Root; Prune names the nodes to the
 	// kernel through it.
 	root *node
@@ -139,26 +136,17 @@ func (f *FS) ino(st *unix.Stat_t) uint64 {
 	return v
 }
 
-// knownIno returns the view inode number st already has, if any.
-func (f *FS) knownIno(st *unix.Stat_t) (uint64, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	v, ok := f.inos[[2]uint64{st.Dev, st.Ino}]
-	return v, ok
-}
-
 // find locates the entry shown at path: the backing it is served from and
 // its lstat. A host entry is shown only when the path, with the entry's own
 // kind, routes to the host; likewise for the isolated root. It returns
 // ENOENT when neither root holds a visible entry.
 func (f *FS) find(path string) (Backing, unix.Stat_t, error) {
 	rf, rd := f.router.Route(path, false), f.router.Route(path, true)
-	order := [2]Backing{rf, rf}
-	n := 1
+	order := []Backing{rf}
 	if rd != rf {
-		order, n = [2]Backing{Host, Isolated}, 2
+		order = []Backing{Host, Isolated}
 	}
-	for _, b := range order[:n] {
+	for _, b := range order {
 		st, err := f.roots[b].lstat(path)
 		if err != nil {
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {

@@ -3,6 +3,8 @@ package view
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -19,9 +21,6 @@ import (
 type node struct {
 	fs.Inode
 	f *FS
-	// lazy are the node's open files whose backing is not open yet
-	// (file.go), guarded by f.fileMu.
-	lazy []*file
 }
 
 var (
@@ -51,41 +50,18 @@ var (
 // from the tree (unlinked while open) has none: it reports false, and the
 // operation fails with ESTALE instead of acting on some other path.
 func (n *node) rel() (string, bool) {
-	// Two passes: measure, then fill one buffer from the end, so that a
-	// path costs one allocation however deep it is.
-	size := -1
-	for in := n.EmbeddedInode(); !in.IsRoot(); {
+	in := n.EmbeddedInode()
+	var segs []string
+	for !in.IsRoot() {
 		name, parent := in.Parent()
 		if parent == nil {
 			return "", false
 		}
-		size += len(name) + 1
+		segs = append(segs, name)
 		in = parent
 	}
-	if size <= 0 {
-		return "", true
-	}
-	buf := make([]byte, size)
-	end := size
-	for in := n.EmbeddedInode(); !in.IsRoot(); {
-		name, parent := in.Parent()
-		if parent == nil {
-			return "", false // unlinked between the passes
-		}
-		if end < size {
-			end--
-			buf[end] = '/'
-		}
-		if end < len(name) {
-			return "", false // renamed deeper between the passes
-		}
-		end -= copy(buf[end-len(name):end], name)
-		in = parent
-	}
-	if end != 0 {
-		return "", false
-	}
-	return string(buf), true
+	slices.Reverse(segs)
+	return strings.Join(segs, "/"), true
 }
 
 func (n *node) isDir() bool { return n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFDIR }
@@ -146,10 +122,6 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 }
 
 func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if fl, isF := fh.(*file); isF && fl != nil && fl.opened() != nil {
-		// An open backing is the node's own inode: one fstat.
-		return fl.Getattr(ctx, out)
-	}
 	p, ok := n.rel()
 	if !ok {
 		// Unlinked while open: only the open file still names it.
@@ -182,16 +154,9 @@ func (n *node) writable(p string, b Backing) syscall.Errno {
 		if err != nil {
 			return errno(err)
 		}
-		return sharedHostFile(b, &st)
-	}
-	return 0
-}
-
-// sharedHostFile is writable's link check, for a caller that holds the
-// entry's stat and has checked the rule.
-func sharedHostFile(b Backing, st *unix.Stat_t) syscall.Errno {
-	if b == Host && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
-		return syscall.EPERM
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+			return syscall.EPERM
+		}
 	}
 	return 0
 }
@@ -207,32 +172,20 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if e != 0 {
 		return e
 	}
+	if e := n.writable(p, b); e != 0 {
+		return e
+	}
 	if hasFile {
-		if e := n.writable(p, b); e != 0 {
-			return e
-		}
 		if e := s.Setattr(ctx, in, out); e != 0 {
 			return e
 		}
 		return n.Getattr(ctx, nil, out)
 	}
-	if n.f.router.Rule(p) == Sealed {
-		return syscall.EROFS
-	}
-	// One O_PATH descriptor serves the link check, the changes and the
-	// attributes returned.
 	fd, err := n.f.roots[b].openPath(p)
 	if err != nil {
 		return errno(err)
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := sys.Fstat(fd, &st); err != nil {
-		return errno(err)
-	}
-	if e := sharedHostFile(b, &st); e != 0 {
-		return e
-	}
 	name := procPath(fd)
 	if m, ok := in.GetMode(); ok {
 		if err := unix.Chmod(name, m&07777); err != nil {
@@ -278,11 +231,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return errno(err)
 		}
 	}
-	if err := sys.Fstat(fd, &st); err != nil {
-		return errno(err)
-	}
-	n.f.fill(&st, &out.Attr)
-	return 0
+	return n.Getattr(ctx, nil, out)
 }
 
 // openFlags are the open flags passed on to the backing file; openat2
@@ -306,16 +255,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		}
 	}
 	fl := int(flags) & openFlags &^ unix.O_EXCL
-	if n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFREG && fl&unix.O_TRUNC == 0 {
-		return lazyFile(n, fl), n.f.keepCache(p, b), 0
-	}
-	// A truncation happens at open; anything but a regular file (a FIFO)
-	// may act on open as well.
 	fd, err := n.f.roots[b].open(p, fl|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	return openFile(n, fd), n.f.keepCache(p, b), 0
+	return fs.NewLoopbackFile(fd), n.f.keepCache(p, b), 0
 }
 
 // prepare checks that a new entry may be created at path with the given
@@ -342,11 +286,10 @@ func (n *node) prepare(name string, isDir bool) (string, Backing, syscall.Errno)
 	return p, b, 0
 }
 
-// created stats the new entry base of the directory pfd (borrowed) and
-// returns its node.
-func (n *node) created(ctx context.Context, pfd int, base string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	var st unix.Stat_t
-	if err := sys.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+// created stats a new entry and returns its node.
+func (n *node) created(ctx context.Context, p string, b Backing, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	st, err := n.f.roots[b].lstat(p)
+	if err != nil {
 		return nil, errno(err)
 	}
 	return n.child(ctx, &st, out), 0
@@ -370,8 +313,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		unix.Close(fd)
 		return nil, nil, 0, syscall.EPERM
 	}
-	c := n.child(ctx, &st, out)
-	return c, openFile(c.Operations().(*node), fd), 0, 0
+	return n.child(ctx, &st, out), fs.NewLoopbackFile(fd), 0, 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -383,11 +325,12 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err != nil {
 		return nil, errno(err)
 	}
-	defer unix.Close(pfd)
-	if err := sys.Mkdirat(pfd, base, mode&07777); err != nil {
+	err = sys.Mkdirat(pfd, base, mode&07777)
+	unix.Close(pfd)
+	if err != nil {
 		return nil, errno(err)
 	}
-	return n.created(ctx, pfd, base, out)
+	return n.created(ctx, p, b, out)
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -407,11 +350,12 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if err != nil {
 		return nil, errno(err)
 	}
-	defer unix.Close(pfd)
-	if err := sys.Mknodat(pfd, base, mode, 0); err != nil {
+	err = sys.Mknodat(pfd, base, mode, 0)
+	unix.Close(pfd)
+	if err != nil {
 		return nil, errno(err)
 	}
-	return n.created(ctx, pfd, base, out)
+	return n.created(ctx, p, b, out)
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -426,11 +370,12 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, errno(err)
 	}
-	defer unix.Close(pfd)
-	if err := sys.Symlinkat(target, pfd, base); err != nil {
+	err = sys.Symlinkat(target, pfd, base)
+	unix.Close(pfd)
+	if err != nil {
 		return nil, errno(err)
 	}
-	return n.created(ctx, pfd, base, out)
+	return n.created(ctx, p, b, out)
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -465,7 +410,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err := sys.Linkat(sfd, sbase, dfd, dbase, 0); err != nil {
 		return nil, errno(err)
 	}
-	return n.created(ctx, dfd, dbase, out)
+	return n.created(ctx, p, b, out)
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
@@ -505,22 +450,11 @@ func (n *node) remove(name string, dir bool) syscall.Errno {
 		return errno(err)
 	}
 	defer unix.Close(pfd)
-	n.pinChild(name)
 	flags := 0
 	if dir {
 		flags = unix.AT_REMOVEDIR
 	}
 	return errno(sys.Unlinkat(pfd, base, flags))
-}
-
-// pinChild opens the pending files of the child name, whose entry is
-// about to go away.
-func (n *node) pinChild(name string) {
-	if c := n.GetChild(name); c != nil {
-		if cn, ok := c.Operations().(*node); ok {
-			cn.pin()
-		}
-	}
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno { return n.remove(name, false) }
@@ -592,9 +526,6 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		if err := n.f.roots[Isolated].mkdirAll(dd); err != nil {
 			return errno(err)
 		}
-	}
-	if flags&unix.RENAME_EXCHANGE == 0 {
-		np.pinChild(newName)
 	}
 	if e := n.f.renameIn(sb, sp, dp, flags); e != 0 {
 		return e
@@ -683,9 +614,7 @@ func (n *node) list() ([]fuse.DirEntry, syscall.Errno) {
 		return nil, e
 	}
 	out := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
-	// Only a host directory's listing merges two roots; seen, made then,
-	// keeps a name the host showed from being listed again.
-	var seen map[string]bool
+	seen := map[string]bool{}
 	found := false
 	for _, rb := range []Backing{Host, Isolated} {
 		if rb == Host && b != Host {
@@ -717,12 +646,7 @@ func (n *node) list() ([]fuse.DirEntry, syscall.Errno) {
 			if n.f.router.Route(cp, isDir) != rb {
 				continue
 			}
-			if rb == Host && b == Host {
-				if seen == nil {
-					seen = make(map[string]bool, len(ents))
-				}
-				seen[e.name] = true
-			}
+			seen[e.name] = true
 			ino := n.f.ino(&unix.Stat_t{Dev: dst.Dev, Ino: e.ino})
 			out = append(out, fuse.DirEntry{Name: e.name, Mode: mode, Ino: ino})
 		}
