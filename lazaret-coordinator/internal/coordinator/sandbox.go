@@ -560,9 +560,9 @@ const (
 // workspaceDentries sizes gVisor's dentry cache for /workspace from the
 // hard limit on open descriptors, which runsc inherits from this process
 // (docs/RUNSC.md, "The workspace mount"): each cached dentry holds one
-// host descriptor in the sandbox, which also holds descriptors for
-// dentries in use, directories being listed and open files, so the cache
-// gets half of what the reserve leaves.
+// host descriptor in the sandbox, and a file once read or written one
+// more handle for each (and the view's daemon an open file for each of
+// those), so the cache gets a third of what the reserve leaves.
 func workspaceDentries() int {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
@@ -573,8 +573,8 @@ func workspaceDentries() int {
 
 // dentriesFor is workspaceDentries for a hard limit.
 func dentriesFor(hard uint64) int {
-	if hard <= 2*minDentries+dentryFDReserve {
+	if hard <= 3*minDentries+dentryFDReserve {
 		return minDentries
 	}
-	return int(min((hard-dentryFDReserve)/2, maxDentries))
+	return int(min((hard-dentryFDReserve)/3, maxDentries))
 }
