@@ -18,6 +18,7 @@ var (
 	ErrNotProbeable     = errors.New("a TCP SYN to it never reaches the enforcement path")
 	ErrNotResolved      = errors.New("not resolved through its resolver")
 	ErrDNSResponse      = errors.New("malformed DNS response")
+	ErrNotIPv4          = errors.New("address is not IPv4")
 )
 
 // RulesetError names the part of the installed ruleset that differs.

@@ -47,9 +47,16 @@ var labHosts = []netip.Addr{
 
 func buildLab(t testing.TB) *netpath.Path {
 	t.Helper()
-	plan, err := nftplan.New(netlab.Policy(t), nftplan.Config{
+	return buildLabWith(t, netlab.Policy(t))
+}
+
+// buildLabWith builds the lab's enforcement path for pol, with the lab's
+// hosts and pinnedHosts (hosts only a pin reaches) behind it.
+func buildLabWith(t testing.TB, pol *netpolicy.DerivedNetworkPolicy, pinnedHosts ...netip.Addr) *netpath.Path {
+	t.Helper()
+	plan, err := nftplan.New(pol, nftplan.Config{
 		SandboxInterface: netpath.DefaultSandboxInterface, UpstreamInterface: "up0",
-		HostAddresses: []netip.Addr{a("198.18.0.1")},
+		HostAddresses: []netip.Addr{a("198.18.0.1")}, PinningResolver: netpath.DefaultLink.Addr().Next(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +69,9 @@ func buildLab(t testing.TB) *netpath.Path {
 	t.Cleanup(func() { path.Close() })
 
 	inet := netlab.NewNS(t)
-	netlab.AddHosts(t, inet, labHosts...)
-	for _, h := range labHosts {
+	hosts := append(append([]netip.Addr(nil), labHosts...), pinnedHosts...)
+	netlab.AddHosts(t, inet, hosts...)
+	for _, h := range hosts {
 		netlab.ServeTCP(t, inet, netip.AddrPortFrom(h, 80))
 	}
 	for _, h := range []netip.Addr{a("192.0.2.99"), a("198.51.100.10")} {

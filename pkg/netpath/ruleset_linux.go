@@ -151,13 +151,23 @@ func verifySet(c *nftables.Conn, t *nftables.Table, want nftplan.AddSet) error {
 	if err != nil {
 		return fmt.Errorf("reading nftables set %q: %w", want.Name, err)
 	}
-	if s.Interval != want.Interval || s.KeyType.Name != nftables.TypeIPAddr.Name {
-		return &RulesetError{What: "set " + want.Name, Detail: fmt.Sprintf("interval %v key %s, planned interval %v key %s",
-			s.Interval, s.KeyType.Name, want.Interval, nftables.TypeIPAddr.Name)}
+	if s.Interval != want.Interval || s.HasTimeout != want.Timeout || s.KeyType.Name != nftables.TypeIPAddr.Name {
+		return &RulesetError{What: "set " + want.Name, Detail: fmt.Sprintf("interval %v timeout %v key %s, planned interval %v timeout %v key %s",
+			s.Interval, s.HasTimeout, s.KeyType.Name, want.Interval, want.Timeout, nftables.TypeIPAddr.Name)}
 	}
 	els, err := c.GetSetElements(s)
 	if err != nil {
 		return fmt.Errorf("reading elements of nftables set %q: %w", want.Name, err)
+	}
+	if want.Timeout {
+		// The pinning resolver fills this set at run time; what the
+		// plan fixes is that each element is one address that expires.
+		for _, e := range els {
+			if len(e.Key) != 4 || e.IntervalEnd || e.Timeout <= 0 {
+				return &RulesetError{What: "set " + want.Name, Detail: fmt.Sprintf("element %x is not one address with a timeout", e.Key)}
+			}
+		}
+		return nil
 	}
 	norm := func(es []nftables.SetElement) []string {
 		out := make([]string, 0, len(es))

@@ -27,6 +27,12 @@ var RFC1918 = []netip.Prefix{
 // fixed always-drop ranges, where it could never answer. The inputs may be in
 // any order and are not modified.
 func Derive(allow, deny []netip.Prefix, resolvers []netip.Addr) (*DerivedNetworkPolicy, error) {
+	return derive(allow, deny, resolvers, false)
+}
+
+// derive is Derive; with names set it builds the v1 part of a v2 policy,
+// which may have no resolver, and leaves validation to the caller.
+func derive(allow, deny []netip.Prefix, resolvers []netip.Addr, names bool) (*DerivedNetworkPolicy, error) {
 	type entry struct {
 		rule  PrefixRule
 		index int // in allow for an Allow rule, in deny for a Deny rule
@@ -85,7 +91,7 @@ func Derive(allow, deny []netip.Prefix, resolvers []netip.Addr) (*DerivedNetwork
 		rules[i] = e.rule
 	}
 
-	if len(resolvers) == 0 {
+	if len(resolvers) == 0 && !names {
 		return nil, fmt.Errorf("deriving network policy: %w", fieldErr("resolvers", nil, ErrNoResolver))
 	}
 	addrs := make([]netip.Addr, 0, len(resolvers))
@@ -118,6 +124,9 @@ func Derive(allow, deny []netip.Prefix, resolvers []netip.Addr) (*DerivedNetwork
 		DefaultActions: []DefaultAction{{Family: IPv4, Action: Deny}},
 		PrefixRules:    rules,
 		Resolvers:      res,
+	}
+	if names {
+		return p, nil
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("deriving network policy: %w", err)

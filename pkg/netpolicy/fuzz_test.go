@@ -15,6 +15,7 @@ import (
 
 func FuzzDecodePolicy(f *testing.F) {
 	f.Add(readHex(f, "policy_v1.hex"))
+	f.Add(readHex(f, "policy_v2.hex"))
 	p, _ := Derive(pfxs("0.0.0.0/0", "10.1.2.3/32"), RFC1918, addrs("9.9.9.9", "1.1.1.1"))
 	f.Add(postcard.Marshal(p))
 	f.Add([]byte{})

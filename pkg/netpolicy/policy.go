@@ -114,12 +114,18 @@ type DerivedNetworkPolicy struct {
 	DefaultActions  []DefaultAction
 	PrefixRules     []PrefixRule
 	Resolvers       []Resolver
+	// NameRules (v2 only) allow and deny host names, sorted by (pattern
+	// bytes, action), no pattern twice, at least one Allow.
+	NameRules []NameRule
+	// NameUpstream (v2 only) is the IPv4 resolver the pinning resolver
+	// forwards allowed names to.
+	NameUpstream netip.Addr
 }
 
 // Validate reports the first violation of the canonical form as a
 // *FieldError or *SchemaError.
 func (p *DerivedNetworkPolicy) Validate() error {
-	if p.SchemaID != PolicySchemaID {
+	if p.SchemaID != PolicySchemaID && p.SchemaID != PolicySchemaIDV2 {
 		return &SchemaError{Record: "derived network policy", Got: p.SchemaID, Want: PolicySchemaID}
 	}
 	var enabled [numFamilies]bool
@@ -193,7 +199,9 @@ func (p *DerivedNetworkPolicy) Validate() error {
 			}
 		}
 	}
-	if len(p.Resolvers) == 0 {
+	// A v2 policy's sandbox asks the pinning resolver; readiness DNS
+	// targets, and with them resolvers, are optional there.
+	if len(p.Resolvers) == 0 && p.SchemaID == PolicySchemaID {
 		return fieldErr("resolvers", nil, ErrNoResolver)
 	}
 	for i, r := range p.Resolvers {
@@ -217,7 +225,7 @@ func (p *DerivedNetworkPolicy) Validate() error {
 			}
 		}
 	}
-	return nil
+	return p.validateNames()
 }
 
 // familyOf is the family an address is written in: IPv4 only for a plain
@@ -292,13 +300,20 @@ func (p *DerivedNetworkPolicy) Digest() (ids.Digest, error) {
 	if err != nil {
 		return ids.Digest{}, err
 	}
-	return digestOf(PolicySchemaID, b), nil
+	return digestOf(p.SchemaID, b), nil
 }
 
 // DigestOfEncoding is the policy digest of bytes already known to be a
 // canonical encoding (for instance, the contents of a sealed memfd that
-// DecodePolicy accepted).
-func DigestOfEncoding(canonical []byte) ids.Digest { return digestOf(PolicySchemaID, canonical) }
+// DecodePolicy accepted). The separator is the schema ID the encoding
+// begins with: v1 and v2 are separate digest domains.
+func DigestOfEncoding(canonical []byte) ids.Digest {
+	schema := PolicySchemaID
+	if n := len(PolicySchemaIDV2); len(canonical) > n && canonical[0] == byte(n) && string(canonical[1:1+n]) == PolicySchemaIDV2 {
+		schema = PolicySchemaIDV2
+	}
+	return digestOf(schema, canonical)
+}
 
 func digestOf(schema string, enc []byte) ids.Digest {
 	h := sha256.New()
@@ -346,6 +361,16 @@ func (p *DerivedNetworkPolicy) MarshalPostcard(e *postcard.Encoder) {
 		e.Variant(uint32(r.Family))
 		writeIPAddr(e, r.Address)
 	}
+	if p.SchemaID != PolicySchemaIDV2 {
+		return
+	}
+	e.SeqLen(len(p.NameRules))
+	for _, r := range p.NameRules {
+		e.String(r.Pattern)
+		e.Variant(uint32(r.Action))
+	}
+	e.Variant(uint32(familyOf(p.NameUpstream)))
+	writeIPAddr(e, p.NameUpstream)
 }
 
 // writeIPAddr writes the family-tagged address union: V4 (0) and four
@@ -385,6 +410,7 @@ const (
 	minDefaultSize     = 2
 	minRuleSize        = 1 + 1 + 4 + 1 + 1
 	minResolverSize    = 1 + 1 + 4
+	minNameRuleSize    = 1 + 1
 )
 
 // UnmarshalPostcard reads the fields in schema order, refuses a foreign
@@ -395,7 +421,7 @@ func (p *DerivedNetworkPolicy) UnmarshalPostcard(d *postcard.Decoder) {
 	if d.Err() != nil {
 		return
 	}
-	if p.SchemaID != PolicySchemaID {
+	if p.SchemaID != PolicySchemaID && p.SchemaID != PolicySchemaIDV2 {
 		d.Fail("schema_id", &SchemaError{Record: "derived network policy", Got: p.SchemaID, Want: PolicySchemaID})
 		return
 	}
@@ -438,6 +464,17 @@ func (p *DerivedNetworkPolicy) UnmarshalPostcard(d *postcard.Decoder) {
 		p.Resolvers[i] = Resolver{
 			Family:  AddressFamily(d.Variant(uint32(numFamilies))),
 			Address: readIPAddr(d),
+		}
+	}
+	if p.SchemaID == PolicySchemaIDV2 {
+		p.NameRules = make([]NameRule, d.SeqLen(minNameRuleSize))
+		for i := range p.NameRules {
+			p.NameRules[i] = NameRule{Pattern: d.String(), Action: PolicyAction(d.Variant(uint32(numActions)))}
+		}
+		fam := AddressFamily(d.Variant(uint32(numFamilies)))
+		p.NameUpstream = readIPAddr(d)
+		if d.Err() == nil && familyOf(p.NameUpstream) != fam {
+			d.Fail("name_upstream", fieldErr("name_upstream", p.NameUpstream, ErrFamilyMismatch))
 		}
 	}
 	if d.Err() != nil {

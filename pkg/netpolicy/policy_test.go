@@ -208,7 +208,7 @@ func TestDecodePolicyRejects(t *testing.T) {
 		mutate func(p *DerivedNetworkPolicy)
 		want   error
 	}{
-		{"schema ID", func(p *DerivedNetworkPolicy) { p.SchemaID = "lazaret-derived-network-policy-v2" }, ErrSchemaID},
+		{"schema ID", func(p *DerivedNetworkPolicy) { p.SchemaID = "lazaret-derived-network-policy-v3" }, ErrSchemaID},
 		{"readiness schema ID", func(p *DerivedNetworkPolicy) { p.SchemaID = IdentitySchemaID }, ErrSchemaID},
 		{"unsorted rules", func(p *DerivedNetworkPolicy) { p.PrefixRules[0], p.PrefixRules[1] = p.PrefixRules[1], p.PrefixRules[0] }, ErrUnsorted},
 		{"shorter prefix after longer", func(p *DerivedNetworkPolicy) {

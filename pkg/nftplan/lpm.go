@@ -52,6 +52,17 @@ func prefixSpan(p netip.Prefix) span {
 // within one, every rule either covers all addresses or none, so one
 // lookup per interval decides it. Rules of other families are ignored.
 func Flatten(rules []netpolicy.PrefixRule, limit netip.Addr) ([]Range, error) {
+	return flatten(rules, limit, netpolicy.Allow)
+}
+
+// FlattenDenied is Flatten for the addresses whose longest matching prefix
+// is a Deny rule: those no name may reopen. Addresses no rule matches are
+// in neither set.
+func FlattenDenied(rules []netpolicy.PrefixRule, limit netip.Addr) ([]Range, error) {
+	return flatten(rules, limit, netpolicy.Deny)
+}
+
+func flatten(rules []netpolicy.PrefixRule, limit netip.Addr, want netpolicy.PolicyAction) ([]Range, error) {
 	if !limit.Is4() {
 		return nil, fmt.Errorf("flattening prefix rules: limit %v: %w", limit, ErrNotIPv4)
 	}
@@ -84,7 +95,7 @@ func Flatten(rules []netpolicy.PrefixRule, limit netip.Addr) ([]Range, error) {
 	var out []span
 	for i := 0; i+1 < len(bounds) && bounds[i] < top; i++ {
 		lo, hi := bounds[i], min(bounds[i+1], top)
-		if !allowedAt(byPrefix, lengths, addr(uint32(lo))) {
+		if action, ok := longestAt(byPrefix, lengths, addr(uint32(lo))); !ok || action != want {
 			continue
 		}
 		if n := len(out); n > 0 && out[n-1].hi == lo {
@@ -100,15 +111,15 @@ func Flatten(rules []netpolicy.PrefixRule, limit netip.Addr) ([]Range, error) {
 	return ranges, nil
 }
 
-// allowedAt is the longest-prefix step for one address: the longest rule
-// containing it decides; no rule means deny.
-func allowedAt(rules map[netip.Prefix]netpolicy.PolicyAction, lengths []int, a netip.Addr) bool {
+// longestAt is the longest-prefix step for one address: the action of the
+// longest rule containing it, and whether there is one.
+func longestAt(rules map[netip.Prefix]netpolicy.PolicyAction, lengths []int, a netip.Addr) (netpolicy.PolicyAction, bool) {
 	for _, bits := range lengths {
 		if action, ok := rules[netip.PrefixFrom(a, bits).Masked()]; ok {
-			return action == netpolicy.Allow
+			return action, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // mergePrefixes turns prefixes into sorted, disjoint, non-adjacent spans.

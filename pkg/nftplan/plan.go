@@ -33,6 +33,13 @@ const (
 	SetHost       = "host"
 	SetResolver   = "resolver"
 	SetAllowed    = "allowed"
+	// SetDenied holds the addresses a Deny prefix is the longest match
+	// of; only a policy with names has it, so that no pinned address can
+	// reopen them.
+	SetDenied = "denied"
+	// SetPinned holds the addresses the pinning resolver learned from
+	// allowed names, each with a timeout; the plan holds no element.
+	SetPinned = "pinned"
 )
 
 // allowedLimit is the first address of 224.0.0.0/4; everything from here
@@ -51,6 +58,10 @@ type Config struct {
 	// HostAddresses are the host's own addresses; IPv4 ones are dropped.
 	// IPv6 ones need no rule because IPv6 is dropped entirely.
 	HostAddresses []netip.Addr
+	// PinningResolver is the enforcement end's address, where the pinning
+	// resolver listens on port 53 for the sandbox. Required, and used,
+	// only when the policy has names.
+	PinningResolver netip.Addr
 }
 
 // Op is one planned nftables operation. The set of kinds is closed:
@@ -91,6 +102,9 @@ type AddSet struct {
 	ID       uint32
 	Interval bool
 	Ranges   []Range
+	// Timeout marks a set filled at run time, each element with its own
+	// timeout. It is never an interval set and the plan holds no element.
+	Timeout bool
 }
 
 // AddRule appends a rule to a chain. Comment is stored as the rule's user
@@ -201,6 +215,15 @@ func New(p *netpolicy.DerivedNetworkPolicy, cfg Config) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planning nftables ruleset: %w", err)
 	}
+	var denied []Range
+	if p.HasNames() {
+		if denied, err = FlattenDenied(p.PrefixRules, allowedLimit); err != nil {
+			return nil, fmt.Errorf("planning nftables ruleset: %w", err)
+		}
+		if a := cfg.PinningResolver; !a.Is4() || a.IsUnspecified() {
+			return nil, fmt.Errorf("planning nftables ruleset: pinning resolver %v: %w", a, ErrNotIPv4)
+		}
+	}
 
 	var hosts []netip.Addr
 	for i, a := range cfg.HostAddresses {
@@ -241,6 +264,10 @@ func New(p *netpolicy.DerivedNetworkPolicy, cfg Config) (*Plan, error) {
 	add(AddSet{Family: v4, Table: TableName, Name: SetHost, ID: 2, Ranges: singles(hosts)})
 	add(AddSet{Family: v4, Table: TableName, Name: SetResolver, ID: 3, Ranges: singles(resolvers)})
 	add(AddSet{Family: v4, Table: TableName, Name: SetAllowed, ID: 4, Interval: true, Ranges: allowed})
+	if p.HasNames() {
+		add(AddSet{Family: v4, Table: TableName, Name: SetDenied, ID: 5, Interval: true, Ranges: denied})
+		add(AddSet{Family: v4, Table: TableName, Name: SetPinned, ID: 6, Timeout: true})
+	}
 
 	fwd := func(comment string, ex ...expr.Any) {
 		add(AddRule{Family: v4, Table: TableName, Chain: ChainForward, Comment: comment, Exprs: ex})
@@ -257,10 +284,22 @@ func New(p *netpolicy.DerivedNetworkPolicy, cfg Config) (*Plan, error) {
 		fwd("dns elsewhere", append(dnsMatch(proto), gotoDeny())...)
 	}
 	fwd("longest prefix allow", lookupDaddr(SetAllowed, 4, accept())...)
+	if p.HasNames() {
+		// Denies win: an address a Deny prefix covers is refused before
+		// the pinned set is consulted, whatever the resolver pinned.
+		fwd("longest prefix deny", lookupDaddr(SetDenied, 5, gotoDeny())...)
+		fwd("pinned by name", lookupDaddr(SetPinned, 6, accept())...)
+	}
 	fwd("default deny", gotoDeny())
 
 	in := func(comment string, ex ...expr.Any) {
 		add(AddRule{Family: v4, Table: TableName, Chain: ChainInput, Comment: comment, Exprs: ex})
+	}
+	if p.HasNames() {
+		for _, proto := range []byte{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
+			ex := append(ifnameIs(expr.MetaKeyIIFNAME, cfg.SandboxInterface), dnsMatch(proto)...)
+			in("dns to the pinning resolver", append(ex, daddrIs(cfg.PinningResolver, accept())...)...)
+		}
 	}
 	in("nothing from the sandbox", ifname(expr.MetaKeyIIFNAME, cfg.SandboxInterface, true, gotoDeny())...)
 	in("loopback", ifname(expr.MetaKeyIIFNAME, "lo", true, accept())...)
@@ -329,6 +368,14 @@ func ifnameBytes(name string) []byte {
 	return b
 }
 
+// ifnameIs matches an interface name exactly.
+func ifnameIs(key expr.MetaKey, name string) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: key, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameBytes(name)},
+	}
+}
+
 func ifname(key expr.MetaKey, name string, equal bool, verdict expr.Any) []expr.Any {
 	op := expr.CmpOpNeq
 	if equal {
@@ -355,5 +402,15 @@ func dnsMatch(proto byte) []expr.Any {
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binary.BigEndian.AppendUint16(nil, netpolicy.DNSPort)},
+	}
+}
+
+// daddrIs matches one IPv4 destination address.
+func daddrIs(a netip.Addr, verdict expr.Any) []expr.Any {
+	b := a.As4()
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b[:]},
+		verdict,
 	}
 }

@@ -509,3 +509,120 @@ func BenchmarkPlan1000(b *testing.B) {
 		}
 	}
 }
+
+// TestPinnedCannotReopenDenied is the cross-check for a policy with names,
+// in the worst case: the pinned set holds every destination probed,
+// denied ones included, as a resolver that pinned without checking would
+// leave it. The forward chain must still accept exactly what the decider
+// allows, plus pinned addresses that no Deny prefix, structural range or
+// host address covers, and never DNS to a pinned address.
+func TestPinnedCannotReopenDenied(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	protos := []struct {
+		nft uint8
+		pol netpolicy.Protocol
+	}{{unix.IPPROTO_TCP, netpolicy.ProtocolTCP}, {unix.IPPROTO_UDP, netpolicy.ProtocolUDP}, {unix.IPPROTO_ICMP, netpolicy.ProtocolICMP}}
+	checked, pinnedOnly := 0, 0
+	for round := range 40 {
+		pol, hosts := randomPolicy(t, rng, 1+rng.IntN(40))
+		pol.SchemaID = netpolicy.PolicySchemaIDV2
+		pol.NameRules = []netpolicy.NameRule{{Pattern: "api.example.com", Action: netpolicy.Allow}}
+		pol.NameUpstream = netip.MustParseAddr("198.51.100.53")
+		cfg := testConfig
+		cfg.HostAddresses = hosts
+		cfg.PinningResolver = netip.MustParseAddr("10.255.255.1")
+		plan, err := New(pol, cfg)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		dec, err := netpolicy.NewDecider(pol, hosts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim := newSimulator(t, plan)
+		dests := probeAddrs(rng, pol, hosts)
+		for _, a := range dests {
+			if a.Is4() {
+				k := a.As4()
+				sim.sets[SetPinned] = append(sim.sets[SetPinned], nftables.SetElement{Key: k[:]})
+			}
+		}
+		for _, a := range dests {
+			_, admitted := dec.AdmitLearned(a)
+			for _, pr := range protos {
+				for _, port := range []uint16{53, 443, uint16(rng.IntN(65535) + 1)} {
+					if pr.nft == unix.IPPROTO_ICMP {
+						port = 0
+					}
+					want := dec.Decide(a, port, pr.pol)
+					dns := port == 53 && pr.nft != unix.IPPROTO_ICMP
+					allowed := want.Allowed || (admitted && !dns)
+					got := sim.verdict(nftables.TableFamilyIPv4, ChainForward, packet{
+						iif: cfg.SandboxInterface, oif: cfg.UpstreamInterface, daddr: a,
+						proto: pr.nft, dport: port, ctState: expr.CtStateBitNEW,
+					})
+					if (got == expr.VerdictAccept) != allowed {
+						t.Fatalf("round %d: %v:%d/%v pinned: ruleset %v, want allowed=%v (decider %v)\npolicy rules %v", round, a, port, pr.pol, got, allowed, want, pol.PrefixRules)
+					}
+					if allowed && !want.Allowed {
+						pinnedOnly++
+					}
+					checked++
+				}
+			}
+		}
+	}
+	if pinnedOnly == 0 {
+		t.Fatal("no destination was admitted by its pin alone; the test proves nothing")
+	}
+	t.Logf("%d decisions agree, %d admitted by a pin alone", checked, pinnedOnly)
+}
+
+// TestPinningResolverInput: with names, the input chain accepts DNS from
+// the sandbox to the pinning resolver's address only, and still denies
+// every other packet from the sandbox.
+func TestPinningResolverInput(t *testing.T) {
+	pol := examplePolicy(t)
+	pol.SchemaID = netpolicy.PolicySchemaIDV2
+	pol.NameRules = []netpolicy.NameRule{{Pattern: "api.example.com", Action: netpolicy.Allow}}
+	pol.NameUpstream = netip.MustParseAddr("198.51.100.53")
+	cfg := testConfig
+	cfg.PinningResolver = netip.MustParseAddr("10.255.255.1")
+	if _, err := New(pol, testConfig); err == nil {
+		t.Fatal("a policy with names planned without a pinning resolver address")
+	}
+	plan, err := New(pol, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := newSimulator(t, plan)
+	for _, tc := range []struct {
+		daddr string
+		proto uint8
+		dport uint16
+		want  expr.VerdictKind
+	}{
+		{"10.255.255.1", unix.IPPROTO_UDP, 53, expr.VerdictAccept},
+		{"10.255.255.1", unix.IPPROTO_TCP, 53, expr.VerdictAccept},
+		{"10.255.255.1", unix.IPPROTO_TCP, 22, expr.VerdictDrop},
+		{"10.255.255.1", unix.IPPROTO_UDP, 54, expr.VerdictDrop},
+		{"10.0.2.100", unix.IPPROTO_UDP, 53, expr.VerdictDrop},
+	} {
+		got := sim.verdict(nftables.TableFamilyIPv4, ChainInput, packet{
+			iif: cfg.SandboxInterface, saddr: netip.MustParseAddr("10.255.255.2"), daddr: netip.MustParseAddr(tc.daddr),
+			proto: tc.proto, dport: tc.dport, ctState: expr.CtStateBitNEW,
+		})
+		if got != tc.want {
+			t.Errorf("input %s %d/%d: %v, want %v", tc.daddr, tc.dport, tc.proto, got, tc.want)
+		}
+	}
+	v1, err := New(examplePolicy(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := newSimulator(t, v1).verdict(nftables.TableFamilyIPv4, ChainInput, packet{
+		iif: cfg.SandboxInterface, daddr: netip.MustParseAddr("10.255.255.1"), proto: unix.IPPROTO_UDP, dport: 53, ctState: expr.CtStateBitNEW,
+	}); got != expr.VerdictDrop {
+		t.Errorf("v1 input chain accepts DNS to the enforcement end: %v", got)
+	}
+}

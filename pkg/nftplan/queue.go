@@ -30,6 +30,9 @@ func Check(op Op) error {
 		if fam != nftables.TableFamilyIPv4 {
 			return fmt.Errorf("%s: %w", o.Describe(), ErrNotIPv4)
 		}
+		if o.Timeout && (o.Interval || len(o.Ranges) > 0) {
+			return fmt.Errorf("%s: a timeout set is filled at run time, never an interval set: %w", o.Describe(), ErrUnknownOp)
+		}
 		for _, r := range o.Ranges {
 			if !r.First.Is4() || !r.Last.Is4() || r.Last.Less(r.First) || (!o.Interval && r.First != r.Last) {
 				return fmt.Errorf("%s: element %v: %w", o.Describe(), r, ErrBadPrefix)
@@ -115,7 +118,7 @@ func (p *Plan) Queue(c *nftables.Conn) error {
 			if !ok {
 				return fmt.Errorf("queueing nftables plan: %s: table not planned before it: %w", o.Describe(), ErrUnknownOp)
 			}
-			s := &nftables.Set{Table: t, Name: o.Name, ID: o.ID, Interval: o.Interval, KeyType: nftables.TypeIPAddr}
+			s := &nftables.Set{Table: t, Name: o.Name, ID: o.ID, Interval: o.Interval, HasTimeout: o.Timeout, KeyType: nftables.TypeIPAddr}
 			if err := c.AddSet(s, SetElements(o)); err != nil {
 				return fmt.Errorf("queueing nftables plan: %s: %w", o.Describe(), err)
 			}
