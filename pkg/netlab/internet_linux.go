@@ -39,6 +39,12 @@ var (
 	InternetAnswer = netip.MustParseAddr("198.51.100.80")
 	// InternetDenied is in 198.19.0.0/24, which no profile allows.
 	InternetDenied = netip.MustParseAddr("198.19.0.1")
+	// InternetNamed are more hosts in 198.19.0.0/24: no prefix allows
+	// them, so the sandbox reaches them only once the pinning resolver
+	// pinned a name that resolves to them (see DynamicSuffix).
+	InternetNamed = []netip.Addr{
+		netip.MustParseAddr("198.19.0.10"), netip.MustParseAddr("198.19.0.11"), netip.MustParseAddr("198.19.0.12"),
+	}
 	// InternetShadowed is in 198.51.100.64/26, which profiles deny.
 	InternetShadowed = netip.MustParseAddr("198.51.100.65")
 	// InternetCarveOut is in that denied /26 but allowed by a longer
@@ -54,7 +60,8 @@ var (
 	internetLinkAddr = netip.MustParsePrefix("198.18.5.2/24")
 )
 
-// InternetName is the name the test internet's resolvers answer.
+// InternetName is the name the test internet's resolvers answer besides
+// those in DynamicSuffix.
 const InternetName = "example.com"
 
 // Host link names in the host's namespace and the internet's.
@@ -86,6 +93,7 @@ func StartInternet(host *os.File) (_ *Internet, err error) {
 	}
 	hosts := []netip.Addr{InternetPermitted, InternetResolver, InternetOtherResolver, InternetDenied, InternetShadowed, InternetCarveOut}
 	hosts = append(hosts, InternetPrivate...)
+	hosts = append(hosts, InternetNamed...)
 	if err := addHosts(inet, hosts...); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -338,8 +339,8 @@ func answer(req []byte, records map[string][]netip.Addr) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := strings.TrimSuffix(q.Name.String(), ".")
-	addrs, ok := records[name]
+	name := strings.ToLower(strings.TrimSuffix(q.Name.String(), "."))
+	rrs, ok := lookup(name, records)
 	rh := dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired, Authoritative: true}
 	if !ok {
 		rh.RCode = dnsmessage.RCodeNameError
@@ -355,15 +356,84 @@ func answer(req []byte, records map[string][]netip.Addr) ([]byte, error) {
 	if err := b.StartAnswers(); err != nil {
 		return nil, err
 	}
-	if q.Type == dnsmessage.TypeA {
-		for _, a := range addrs {
-			rh := dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60}
-			if err := b.AResource(rh, dnsmessage.AResource{A: a.As4()}); err != nil {
+	if q.Type != dnsmessage.TypeA {
+		return b.Finish()
+	}
+	for _, r := range rrs {
+		owner, err := dnsmessage.NewName(r.owner + ".")
+		if err != nil {
+			return nil, err
+		}
+		rh := dnsmessage.ResourceHeader{Name: owner, Class: dnsmessage.ClassINET, TTL: r.ttl}
+		if r.cname != "" {
+			target, err := dnsmessage.NewName(r.cname + ".")
+			if err != nil {
 				return nil, err
 			}
+			rh.Type = dnsmessage.TypeCNAME
+			err = b.CNAMEResource(rh, dnsmessage.CNAMEResource{CNAME: target})
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		rh.Type = dnsmessage.TypeA
+		if err := b.AResource(rh, dnsmessage.AResource{A: r.a.As4()}); err != nil {
+			return nil, err
 		}
 	}
 	return b.Finish()
+}
+
+// DynamicSuffix is the zone in which the test internet's resolvers answer
+// names that a test chooses, without configuring the resolver:
+//
+//   - "A-B-C-D.ttlN.DynamicSuffix" has one A record, A.B.C.D, with TTL N
+//     seconds (198-19-0-10.ttl60.dyn.lab.test is 198.19.0.10 for 60 s);
+//   - "cname.REST" is a CNAME to REST, with REST's TTL.
+//
+// Anything else in the zone is NXDOMAIN.
+const DynamicSuffix = "dyn.lab.test"
+
+type record struct {
+	owner string
+	ttl   uint32
+	cname string     // a CNAME record when set
+	a     netip.Addr // else an A record
+}
+
+// lookup answers name from records (TTL 60) or, in DynamicSuffix, from
+// the name itself.
+func lookup(name string, records map[string][]netip.Addr) ([]record, bool) {
+	if addrs, ok := records[name]; ok {
+		out := make([]record, len(addrs))
+		for i, a := range addrs {
+			out[i] = record{owner: name, ttl: 60, a: a}
+		}
+		return out, true
+	}
+	rest, ok := strings.CutSuffix(name, "."+DynamicSuffix)
+	if !ok {
+		return nil, false
+	}
+	if target, ok := strings.CutPrefix(rest, "cname."); ok {
+		t := target + "." + DynamicSuffix
+		rrs, ok := lookup(t, nil)
+		if !ok {
+			return nil, false
+		}
+		return append([]record{{owner: name, ttl: rrs[0].ttl, cname: t}}, rrs...), true
+	}
+	addr, ttl, ok := strings.Cut(rest, ".ttl")
+	if !ok {
+		return nil, false
+	}
+	a, err := netip.ParseAddr(strings.ReplaceAll(addr, "-", "."))
+	n, nerr := strconv.ParseUint(ttl, 10, 32)
+	if err != nil || !a.Is4() || nerr != nil {
+		return nil, false
+	}
+	return []record{{owner: name, ttl: uint32(n), a: a}}, true
 }
 
 // Dial reports whether a TCP connection to dst from inside ns completes

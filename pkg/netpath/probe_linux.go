@@ -146,6 +146,13 @@ func connect(ctx context.Context, ns *os.File, src, dst netip.AddrPort, timeout 
 // No answer within the attempts gives an empty result and no error; a
 // malformed answer is an error.
 func Resolve(ctx context.Context, ns *os.File, resolver netip.Addr, name string, cfg ProbeConfig) ([]netip.Addr, error) {
+	addrs, _, err := resolve(ctx, ns, resolver, name, cfg)
+	return addrs, err
+}
+
+// resolve is Resolve that also returns the answer's RCODE; answered is
+// false when no matching answer arrived.
+func resolve(ctx context.Context, ns *os.File, resolver netip.Addr, name string, cfg ProbeConfig) (_ []netip.Addr, rcode Answer, _ error) {
 	var conn *net.UDPConn
 	err := InNetNS(ns, func() error {
 		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(resolver, netpolicy.DNSPort)))
@@ -153,7 +160,7 @@ func Resolve(ctx context.Context, ns *os.File, resolver netip.Addr, name string,
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening DNS socket to %v: %w", resolver, err)
+		return nil, NoAnswer, fmt.Errorf("opening DNS socket to %v: %w", resolver, err)
 	}
 	defer conn.Close()
 	buf := make([]byte, 1500)
@@ -161,14 +168,14 @@ func Resolve(ctx context.Context, ns *os.File, resolver netip.Addr, name string,
 	// that arrives late still matches.
 	id, query, err := EncodeQuery(name)
 	if err != nil {
-		return nil, err
+		return nil, NoAnswer, err
 	}
 	for range max(cfg.DNSAttempts, 1) {
 		if _, err := conn.Write(query); err != nil {
 			if errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ECONNREFUSED) {
-				return nil, nil
+				return nil, NoAnswer, nil
 			}
-			return nil, fmt.Errorf("sending DNS query to %v: %w", resolver, err)
+			return nil, NoAnswer, fmt.Errorf("sending DNS query to %v: %w", resolver, err)
 		}
 		deadline := time.Now().Add(cfg.DNSTimeout)
 		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -182,22 +189,36 @@ func Resolve(ctx context.Context, ns *os.File, resolver netip.Addr, name string,
 				if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.ECONNREFUSED) {
 					break
 				}
-				return nil, fmt.Errorf("reading DNS answer from %v: %w", resolver, err)
+				return nil, NoAnswer, fmt.Errorf("reading DNS answer from %v: %w", resolver, err)
 			}
-			addrs, match, err := DecodeAnswer(buf[:n], id, name)
+			addrs, rc, match, err := decodeAnswer(buf[:n], id, name)
 			if err != nil {
-				return nil, fmt.Errorf("DNS answer from %v for %q: %w", resolver, name, err)
+				return nil, NoAnswer, fmt.Errorf("DNS answer from %v for %q: %w", resolver, name, err)
 			}
 			if match {
-				return addrs, nil
+				return addrs, rc, nil
 			}
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, NoAnswer, ctx.Err()
 		}
 	}
-	return nil, nil
+	return nil, NoAnswer, nil
 }
+
+// Answer is how a DNS query was answered.
+type Answer uint8
+
+const (
+	// NoAnswer: no matching answer arrived.
+	NoAnswer Answer = iota
+	// AnswerSuccess: RCODE NOERROR (with or without addresses).
+	AnswerSuccess
+	// AnswerRefused: RCODE REFUSED.
+	AnswerRefused
+	// AnswerOther: any other RCODE.
+	AnswerOther
+)
 
 func fqdn(name string) string {
 	if strings.HasSuffix(name, ".") {
@@ -235,26 +256,35 @@ func EncodeQuery(name string) (uint16, []byte, error) {
 // section, sorted and distinct; an error code other than success yields
 // no addresses.
 func DecodeAnswer(msg []byte, id uint16, name string) (addrs []netip.Addr, match bool, err error) {
+	addrs, _, match, err = decodeAnswer(msg, id, name)
+	return addrs, match, err
+}
+
+func decodeAnswer(msg []byte, id uint16, name string) (addrs []netip.Addr, rcode Answer, match bool, err error) {
 	var p dnsmessage.Parser
 	h, err := p.Start(msg)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: header: %v", ErrDNSResponse, err)
+		return nil, NoAnswer, false, fmt.Errorf("%w: header: %v", ErrDNSResponse, err)
 	}
 	if h.ID != id || !h.Response {
-		return nil, false, nil
+		return nil, NoAnswer, false, nil
 	}
 	q, err := p.Question()
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: question: %v", ErrDNSResponse, err)
+		return nil, NoAnswer, false, fmt.Errorf("%w: question: %v", ErrDNSResponse, err)
 	}
 	if !strings.EqualFold(q.Name.String(), fqdn(name)) || q.Type != dnsmessage.TypeA || q.Class != dnsmessage.ClassINET {
-		return nil, false, nil
+		return nil, NoAnswer, false, nil
 	}
 	if err := p.SkipAllQuestions(); err != nil {
-		return nil, false, fmt.Errorf("%w: questions: %v", ErrDNSResponse, err)
+		return nil, NoAnswer, false, fmt.Errorf("%w: questions: %v", ErrDNSResponse, err)
 	}
-	if h.RCode != dnsmessage.RCodeSuccess {
-		return nil, true, nil
+	switch h.RCode {
+	case dnsmessage.RCodeSuccess:
+	case dnsmessage.RCodeRefused:
+		return nil, AnswerRefused, true, nil
+	default:
+		return nil, AnswerOther, true, nil
 	}
 	for {
 		ah, err := p.AnswerHeader()
@@ -262,22 +292,22 @@ func DecodeAnswer(msg []byte, id uint16, name string) (addrs []netip.Addr, match
 			break
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("%w: answer: %v", ErrDNSResponse, err)
+			return nil, NoAnswer, false, fmt.Errorf("%w: answer: %v", ErrDNSResponse, err)
 		}
 		if ah.Type != dnsmessage.TypeA || ah.Class != dnsmessage.ClassINET {
 			if err := p.SkipAnswer(); err != nil {
-				return nil, false, fmt.Errorf("%w: answer: %v", ErrDNSResponse, err)
+				return nil, NoAnswer, false, fmt.Errorf("%w: answer: %v", ErrDNSResponse, err)
 			}
 			continue
 		}
 		r, err := p.AResource()
 		if err != nil {
-			return nil, false, fmt.Errorf("%w: A record: %v", ErrDNSResponse, err)
+			return nil, NoAnswer, false, fmt.Errorf("%w: A record: %v", ErrDNSResponse, err)
 		}
 		addrs = append(addrs, netip.AddrFrom4(r.A))
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
-	return slices.Compact(addrs), true, nil
+	return slices.Compact(addrs), AnswerSuccess, true, nil
 }
 
 // DeniedEvidence is what the probe of one denied target observed.
@@ -323,6 +353,10 @@ type Observations struct {
 	Outcomes map[netpolicy.Destination]Outcome
 	// Evidence holds what the probe of each denied target observed.
 	Evidence map[netpolicy.Destination]DeniedEvidence
+	// Names holds the proofs of egress by name when the targets name
+	// hosts: each resolved through the pinning resolver and reached, and
+	// a name outside the allowlist refused.
+	Names *netpolicy.NameObservations
 }
 
 // neverLeaves names the destinations to which a SYN from the sandbox
@@ -406,7 +440,36 @@ func (p *Path) Probe(ctx context.Context, t netpolicy.Targets, cfg ProbeConfig) 
 		obs.Outcomes[dst] = out
 		mu.Unlock()
 	}
-	// Permitted and DNS probes match no probe rule: they start at once.
+	if len(t.Hosts) > 0 {
+		if !p.Plan.HasNames() {
+			return nil, fmt.Errorf("running readiness probes: %d host targets, but the policy has no names", len(t.Hosts))
+		}
+		obs.Names = &netpolicy.NameObservations{Hosts: make([]netpolicy.HostObservation, len(t.Hosts))}
+		for i, h := range t.Hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o, err := p.probeHost(ctx, h, cfg)
+				if err != nil {
+					fail(fmt.Errorf("probing host %v: %w", h, err))
+					return
+				}
+				obs.Names.Hosts[i] = o
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			addrs, rc, err := resolve(ctx, p.Sandbox, p.Config.Gateway(), netpolicy.RefusalProbeName, cfg)
+			if err != nil {
+				fail(fmt.Errorf("probing the refusal of %q: %w", netpolicy.RefusalProbeName, err))
+				return
+			}
+			obs.Names.Refusal = netpolicy.RefusalObservation{Name: netpolicy.RefusalProbeName, Refused: rc == AnswerRefused && len(addrs) == 0}
+		}()
+	}
+	// Permitted, DNS and host probes match no probe rule: they start at
+	// once.
 	for _, dst := range t.Permitted {
 		wg.Add(1)
 		go connectTo(netip.AddrPort{}, dst)
@@ -477,7 +540,54 @@ func (p *Path) Probe(ctx context.Context, t netpolicy.Targets, cfg ProbeConfig) 
 		}
 		return strings.Compare(a.QueryName, b.QueryName)
 	})
+	if obs.Names != nil {
+		slices.SortFunc(obs.Names.Hosts, func(a, b netpolicy.HostObservation) int {
+			if c := strings.Compare(a.Name, b.Name); c != 0 {
+				return c
+			}
+			return int(a.Port) - int(b.Port)
+		})
+	}
 	return obs, nil
+}
+
+// probeHost resolves a readiness host through the pinning resolver (the
+// enforcement end), which pins what it answers, then connects to every
+// address at once. Reached is the lowest address whose handshake
+// completed or was refused by a host behind the path: no probe rule
+// matches these connects, so a reset cannot be the path's own.
+func (p *Path) probeHost(ctx context.Context, h netpolicy.HostTarget, cfg ProbeConfig) (netpolicy.HostObservation, error) {
+	o := netpolicy.HostObservation{Name: h.Name, Port: h.Port}
+	addrs, _, err := resolve(ctx, p.Sandbox, p.Config.Gateway(), h.Name, cfg)
+	if err != nil {
+		return o, err
+	}
+	o.ResolvedAddresses = addrs
+	reached := make([]bool, len(addrs))
+	var wg sync.WaitGroup
+	errs := make([]error, len(addrs))
+	for i, a := range addrs {
+		if why := p.neverLeaves(a); why != "" {
+			return o, &netpolicy.TargetError{Kind: netpolicy.TargetHost, Target: h.String(), Detail: a.String() + ": " + why, Err: ErrNotProbeable}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := connect(ctx, p.Sandbox, netip.AddrPort{}, netip.AddrPortFrom(a, h.Port), cfg.ConnectTimeout)
+			reached[i], errs[i] = err == nil && out.Reachable(), err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return o, err
+	}
+	for i, ok := range reached {
+		if ok {
+			o.Reached = addrs[i]
+			break
+		}
+	}
+	return o, nil
 }
 
 // Check returns the first target whose observation contradicts the
@@ -504,6 +614,24 @@ func (o *Observations) Check() error {
 				Target: netpolicy.DNSTarget{Resolver: q.Resolver, Query: q.QueryName}.String(),
 				Detail: "no A record answered", Err: ErrNotResolved}
 		}
+	}
+	if o.Names == nil {
+		return nil
+	}
+	for _, h := range o.Names.Hosts {
+		target := netpolicy.HostTarget{Name: h.Name, Port: h.Port}.String()
+		if len(h.ResolvedAddresses) == 0 {
+			return &netpolicy.TargetError{Kind: netpolicy.TargetHost, Target: target,
+				Detail: "the pinning resolver answered no admitted A record", Err: ErrNotResolved}
+		}
+		if !h.Reached.IsValid() {
+			return &netpolicy.TargetError{Kind: netpolicy.TargetHost, Target: target,
+				Detail: fmt.Sprintf("no TCP handshake to %v completed", h.ResolvedAddresses), Err: ErrUnreachable}
+		}
+	}
+	if !o.Names.Refusal.Refused {
+		return &netpolicy.TargetError{Kind: netpolicy.TargetRefusal, Target: o.Names.Refusal.Name,
+			Detail: "the pinning resolver did not answer REFUSED", Err: netpolicy.ErrNameNotRefused}
 	}
 	return nil
 }

@@ -140,6 +140,7 @@ type Decider struct {
 	lengths   [numFamilies][]int // distinct rule prefix lengths, longest first
 	resolvers []netip.Addr       // sorted IPv4 resolvers
 	hosts     []netip.Addr       // sorted IPv4 host addresses
+	names     DerivedNetworkPolicy // the schema ID and name rules only
 }
 
 // NewDecider validates p and prepares decisions for it on a host whose own
@@ -150,6 +151,7 @@ func NewDecider(p *DerivedNetworkPolicy, hostAddrs []netip.Addr) (*Decider, erro
 		return nil, fmt.Errorf("preparing network policy decisions: %w", err)
 	}
 	d := &Decider{rules: make(map[netip.Prefix]PolicyAction, len(p.PrefixRules))}
+	d.names = DerivedNetworkPolicy{SchemaID: p.SchemaID, NameRules: slices.Clone(p.NameRules)}
 	for _, af := range p.AddressFamilies {
 		d.enabled[af.Family] = af.Disposition == Enabled
 	}
@@ -259,5 +261,12 @@ func (d *Decider) CheckTargets(t Targets) error {
 			return &TargetError{Kind: TargetDNS, Target: q.String(), Detail: dec.String(), Err: ErrTargetDenied}
 		}
 	}
-	return nil
+	return checkHostTargets(&d.names, t.Hosts)
 }
+
+// DecideName decides a host name against the policy's name rules; see
+// DerivedNetworkPolicy.DecideName.
+func (d *Decider) DecideName(name string) NameDecision { return d.names.DecideName(name) }
+
+// HasNames reports whether the policy admits egress by host name.
+func (d *Decider) HasNames() bool { return d.names.HasNames() }

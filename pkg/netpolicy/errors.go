@@ -40,6 +40,8 @@ var (
 	ErrTargetUnresolved    = errors.New("query did not resolve through its resolver")
 	ErrTargetAllowed       = errors.New("allowed by the effective policy")
 	ErrTargetDenied        = errors.New("denied by the effective policy")
+	ErrNameNotRefused      = errors.New("the pinning resolver answered a name outside the allowlist")
+	ErrNameRefusedByPolicy = errors.New("the name is not allowed by the policy's host names")
 )
 
 // FieldError is a rule violation at one field or list element, such as
@@ -108,6 +110,10 @@ const (
 	TargetDenied TargetKind = iota
 	TargetPermitted
 	TargetDNS
+	// TargetHost is a readiness host reached by name through the pinning
+	// resolver; TargetRefusal the name the pinning resolver must refuse.
+	TargetHost
+	TargetRefusal
 )
 
 func (k TargetKind) String() string {
@@ -118,6 +124,10 @@ func (k TargetKind) String() string {
 		return "permitted"
 	case TargetDNS:
 		return "dns"
+	case TargetHost:
+		return "host"
+	case TargetRefusal:
+		return "refusal"
 	}
 	return fmt.Sprintf("TargetKind(%d)", uint8(k))
 }

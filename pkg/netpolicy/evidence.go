@@ -238,12 +238,23 @@ func (e *NetworkReadinessEvidence) Validate() error {
 			return &TargetError{Kind: TargetDNS, Target: d.target().String(), Err: ErrTargetUnresolved}
 		}
 	}
+	if p.Names != nil {
+		return p.Names.judge()
+	}
 	return nil
 }
 
 // checkCoverage requires that the probe holds exactly the configured
 // targets. Results were judged by Validate.
 func checkCoverage(p *NetworkReachabilityProbe, t *Targets) error {
+	switch {
+	case p.Names != nil:
+		if err := p.Names.coverage(t.Hosts); err != nil {
+			return err
+		}
+	case len(t.Hosts) > 0:
+		return &TargetError{Kind: TargetHost, Target: t.Hosts[0].String(), Err: ErrTargetNotProbed}
+	}
 	for _, dst := range t.Denied {
 		if _, ok := slices.BinarySearchFunc(p.Denied, dst, func(o DeniedDestinationObservation, k Destination) int {
 			return compareDestination(o.Destination, k)

@@ -76,6 +76,8 @@ func FuzzDecodeAttestation(f *testing.F) {
 func FuzzDecodeProbe(f *testing.F) {
 	_, p := exampleReadiness()
 	f.Add(postcard.Marshal(p))
+	_, _, pn := exampleNames()
+	f.Add(postcard.Marshal(pn))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := DecodeProbe(b)
 		if err != nil {

@@ -60,6 +60,9 @@ type Targets struct {
 	Denied    []Destination
 	Permitted []Destination
 	DNS       []DNSTarget
+	// Hosts (policies with names only) are reached by name through the
+	// pinning resolver.
+	Hosts []HostTarget
 }
 
 // DeniedDestinationObservation records whether a denied target was
@@ -162,6 +165,9 @@ type NetworkReachabilityProbe struct {
 	Denied               []DeniedDestinationObservation
 	Permitted            []PermittedDestinationObservation
 	DNS                  []DNSObservation
+	// Names holds the proofs of egress by name; nil for a policy without
+	// names, whose probe is then byte for byte a v1 probe.
+	Names *NameObservations
 }
 
 // Project returns the readiness identity of a v1 attestation. Any other
@@ -244,7 +250,7 @@ func (p *NetworkReachabilityProbe) Validate() error {
 			}
 		}
 	}
-	if len(p.Permitted) == 0 {
+	if len(p.Permitted) == 0 && p.Names == nil {
 		return fieldErr("permitted", nil, ErrTargetNotProbed)
 	}
 	for i, o := range p.Permitted {
@@ -257,7 +263,7 @@ func (p *NetworkReachabilityProbe) Validate() error {
 			}
 		}
 	}
-	if len(p.DNS) == 0 {
+	if len(p.DNS) == 0 && p.Names == nil {
 		return fieldErr("dns", nil, ErrTargetNotProbed)
 	}
 	for i, o := range p.DNS {
@@ -282,6 +288,9 @@ func (p *NetworkReachabilityProbe) Validate() error {
 				}
 			}
 		}
+	}
+	if p.Names != nil {
+		return p.Names.validate()
 	}
 	return nil
 }
@@ -457,6 +466,9 @@ func (p *NetworkReachabilityProbe) MarshalPostcard(e *postcard.Encoder) {
 			writeIPv4(e, a)
 		}
 	}
+	if p.Names != nil {
+		p.Names.marshal(e)
+	}
 }
 
 // UnmarshalPostcard reads what MarshalPostcard writes and validates it.
@@ -487,6 +499,12 @@ func (p *NetworkReachabilityProbe) UnmarshalPostcard(d *postcard.Decoder) {
 		if d.Err() != nil {
 			return
 		}
+	}
+	// The name section follows only in a probe of a policy with names;
+	// a v1 probe ends here, and so its bytes are unchanged.
+	if d.Remaining() > 0 {
+		p.Names = &NameObservations{}
+		p.Names.unmarshal(d)
 	}
 	failInvalid(d, p.Validate())
 }

@@ -122,7 +122,8 @@ func readDst(d *postcard.Decoder) netpolicy.Destination {
 }
 
 // MarshalPostcard writes the fields in declaration order; addresses are
-// four bytes, targets three sequences.
+// four bytes, targets three sequences; the readiness hosts (name, port)
+// come last.
 func (m *Start) MarshalPostcard(e *postcard.Encoder) {
 	e.Fixed(m.DomainID[:])
 	e.Fixed(m.GenerationID[:])
@@ -149,6 +150,11 @@ func (m *Start) MarshalPostcard(e *postcard.Encoder) {
 	}
 	m.RuntimeSupervisor.MarshalPostcard(e)
 	e.U32(m.ConnectTimeoutMillis)
+	e.SeqLen(len(m.Targets.Hosts))
+	for _, h := range m.Targets.Hosts {
+		e.String(h.Name)
+		e.U16(h.Port)
+	}
 }
 
 // UnmarshalPostcard reads what MarshalPostcard writes.
@@ -177,6 +183,10 @@ func (m *Start) UnmarshalPostcard(d *postcard.Decoder) {
 	}
 	m.RuntimeSupervisor.UnmarshalPostcard(d)
 	m.ConnectTimeoutMillis = d.U32()
+	for range d.SeqLen(2) {
+		name := d.String()
+		m.Targets.Hosts = append(m.Targets.Hosts, netpolicy.HostTarget{Name: name, Port: d.U16()})
+	}
 }
 
 // MarshalPostcard writes the fields in declaration order; a route is four

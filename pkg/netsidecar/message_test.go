@@ -29,6 +29,7 @@ func sampleMessages() []Message {
 				Denied:    []netpolicy.Destination{{Address: a("10.9.9.9"), Port: 80}},
 				Permitted: []netpolicy.Destination{{Address: a("198.51.100.10"), Port: 443}},
 				DNS:       []netpolicy.DNSTarget{{Resolver: a("192.0.2.53"), Query: "svc.lab.test"}},
+				Hosts:     []netpolicy.HostTarget{{Name: "api.lab.test", Port: 443}},
 			},
 			RuntimeSupervisor:    hostid.PidfsProcessIdentityV1{HostPID: 7, StartTimeTicks: 9},
 			ConnectTimeoutMillis: 1000,

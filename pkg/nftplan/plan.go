@@ -163,6 +163,13 @@ func (p *Plan) Rules(family nftables.TableFamily, chain string) []AddRule {
 	return out
 }
 
+// HasNames reports whether the plan has the pinned set of a policy with
+// names.
+func (p *Plan) HasNames() bool {
+	_, ok := p.Sets()[SetPinned]
+	return ok
+}
+
 // Sets returns the AddSet operations by name.
 func (p *Plan) Sets() map[string]AddSet {
 	out := make(map[string]AddSet)
