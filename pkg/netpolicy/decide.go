@@ -137,9 +137,9 @@ type Decider struct {
 	enabled   [numFamilies]bool
 	defaults  [numFamilies]PolicyAction
 	rules     map[netip.Prefix]PolicyAction
-	lengths   [numFamilies][]int // distinct rule prefix lengths, longest first
-	resolvers []netip.Addr       // sorted IPv4 resolvers
-	hosts     []netip.Addr       // sorted IPv4 host addresses
+	lengths   [numFamilies][]int   // distinct rule prefix lengths, longest first
+	resolvers []netip.Addr         // sorted IPv4 resolvers
+	hosts     []netip.Addr         // sorted IPv4 host addresses
 	names     DerivedNetworkPolicy // the schema ID and name rules only
 }
 
