@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/urfave/cli/v2 v2.27.7
+	golang.org/x/net v0.33.0
 	golang.org/x/sys v0.50.0
 )
 
@@ -29,6 +30,5 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
-	golang.org/x/net v0.33.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 )
