@@ -10,13 +10,15 @@ import (
 const (
 	fileChannel = "control"
 	filePolicy  = "policy"
+	fileNames   = "names"
 )
 
 // Layout is the hand-off of lazaret-netsidecar: no flags, descriptor 3
-// its end of the control channel, descriptor 4 the sealed policy memfd.
+// its end of the control channel, descriptor 4 the sealed policy memfd,
+// descriptor 5 the name log (append only; see NameLog).
 var Layout = handoff.Layout{
 	Child: "lazaret-netsidecar",
-	Files: []string{fileChannel, filePolicy},
+	Files: []string{fileChannel, filePolicy, fileNames},
 }
 
 // Descriptors is what a parent hands lazaret-netsidecar.
@@ -25,24 +27,29 @@ type Descriptors struct {
 	Channel *os.File
 	// Policy is the sealed memfd of the derived policy (SealPolicy).
 	Policy *os.File
+	// Names is the name log the pinning resolver records its decisions
+	// in, opened for appending. A policy without names writes nothing.
+	Names *os.File
 }
 
 // Argv is the sidecar's command line after its executable: empty, and
 // rendered by Layout so that a flag added later has one definition.
 func (d *Descriptors) Argv() ([]string, error) { return Layout.Argv(nil, nil) }
 
-// ExtraFiles is exec.Cmd.ExtraFiles for the sidecar: Channel, Policy.
+// ExtraFiles is exec.Cmd.ExtraFiles for the sidecar: Channel, Policy,
+// Names.
 func (d *Descriptors) ExtraFiles() ([]*os.File, error) {
-	return Layout.ExtraFiles(map[string]*os.File{fileChannel: d.Channel, filePolicy: d.Policy})
+	return Layout.ExtraFiles(map[string]*os.File{fileChannel: d.Channel, filePolicy: d.Policy, fileNames: d.Names})
 }
 
-// Inherit takes Channel and Policy from this process's descriptors, both
-// close-on-exec: neither reaches a helper the sidecar starts.
+// Inherit takes Channel, Policy and Names from this process's
+// descriptors, all close-on-exec: none reaches a helper the sidecar
+// starts.
 func (d *Descriptors) Inherit() error {
 	files, err := Layout.Inherit()
 	if err != nil {
 		return err
 	}
-	d.Channel, d.Policy = files[fileChannel], files[filePolicy]
+	d.Channel, d.Policy, d.Names = files[fileChannel], files[filePolicy], files[fileNames]
 	return nil
 }

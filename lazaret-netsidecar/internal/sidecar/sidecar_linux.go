@@ -32,14 +32,16 @@ const (
 // nil, is called once readiness is sent: what installing the policy and
 // proving readiness allocated is garbage then, and main returns it to the
 // operating system (helpermain.Settle).
-func Run(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policy *os.File, settle func()) error {
+func Run(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policy, names *os.File, settle func()) error {
 	defer channel.Close()
-	path, err := serve(ctx, log, channel, policy)
+	defer names.Close()
+	path, svc, err := serve(ctx, log, channel, policy, names)
 	if err != nil {
 		channel.Send(&netsidecar.Failed{Message: err.Error()})
 		return err
 	}
 	defer path.Close()
+	defer svc.Close()
 	if settle != nil {
 		settle()
 	}
@@ -56,52 +58,55 @@ func Run(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, pol
 	}
 }
 
-func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policyFile *os.File) (*netpath.Path, error) {
+func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policyFile, namesFile *os.File) (*netpath.Path, *nameService, error) {
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	start, err := netsidecar.Expect[*netsidecar.Start](sctx, channel)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("reading start message: %w", err)
+		return nil, nil, fmt.Errorf("reading start message: %w", err)
 	}
 	encoded, err := netsidecar.ReadSealedPolicy(policyFile)
 	policyFile.Close()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if got := netpolicy.DigestOfEncoding(encoded); got != start.PolicyDigest {
-		return nil, fmt.Errorf("sealed policy digest %v, start message names %v: %w", got, start.PolicyDigest, netsidecar.ErrDigest)
+		return nil, nil, fmt.Errorf("sealed policy digest %v, start message names %v: %w", got, start.PolicyDigest, netsidecar.ErrDigest)
 	}
 	policy, err := netpolicy.DecodePolicy(encoded)
 	if err != nil {
-		return nil, fmt.Errorf("sealed policy: %w", err)
+		return nil, nil, fmt.Errorf("sealed policy: %w", err)
 	}
 	decider, err := netpolicy.NewDecider(policy, start.HostAddresses)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := decider.CheckTargets(start.Targets); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	plan, err := nftplan.New(policy, nftplan.Config{
 		SandboxInterface:  netpath.DefaultSandboxInterface,
 		UpstreamInterface: start.UpstreamInterface,
 		HostAddresses:     start.HostAddresses,
+		PinningResolver:   netpath.DefaultLink.Addr().Next(),
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	enforcement, err := netpath.CurrentNetNS()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	path, err := netpath.Build(log, enforcement, plan, netpath.Config{SandboxInterface: netpath.DefaultSandboxInterface})
 	if err != nil {
 		enforcement.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	fail := func(err error) (*netpath.Path, error) {
+	var svc *nameService
+	fail := func(err error) (*netpath.Path, *nameService, error) {
+		svc.Close()
 		path.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	routes, err := path.Routes()
 	if err != nil {
@@ -136,6 +141,16 @@ func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, p
 	// The ruleset must still be the planned one after the helper attached.
 	if err := netpath.VerifyRuleset(enforcement, plan); err != nil {
 		return fail(err)
+	}
+	if policy.HasNames() {
+		pinner, err := netpath.NewPinner(enforcement, plan)
+		if err != nil {
+			return fail(err)
+		}
+		names := netsidecar.NewNameLog(namesFile, 0, pinSnapshot(log, pinner))
+		if svc, err = startNames(log, path, policy, decider, names, pinner); err != nil {
+			return fail(err)
+		}
 	}
 
 	cfg := netpath.DefaultProbeConfig
@@ -180,6 +195,7 @@ func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, p
 		Denied:               obs.Denied,
 		Permitted:            obs.Permitted,
 		DNS:                  obs.DNS,
+		Names:                obs.Names,
 	}
 	attBytes, err := att.Encode()
 	if err != nil {
@@ -192,5 +208,5 @@ func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, p
 	if err := channel.Send(&netsidecar.Ready{Attestation: attBytes, Probe: probeBytes}); err != nil {
 		return fail(err)
 	}
-	return path, nil
+	return path, svc, nil
 }

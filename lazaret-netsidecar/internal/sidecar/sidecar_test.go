@@ -106,6 +106,18 @@ type running struct {
 // launch starts the sidecar with policy sealed (or not) and sends start.
 func launch(t *testing.T, ownUser bool, encoded []byte, sealed bool, start *netsidecar.Start) *running {
 	t.Helper()
+	return launchAt(t, ownUser, encoded, sealed, start, filepath.Join(t.TempDir(), "names.log"))
+}
+
+// launchWithNames is launch with a sealed policy and the name log at
+// logPath.
+func launchWithNames(t *testing.T, ownUser bool, encoded []byte, start *netsidecar.Start, logPath string) *running {
+	t.Helper()
+	return launchAt(t, ownUser, encoded, true, start, logPath)
+}
+
+func launchAt(t *testing.T, ownUser bool, encoded []byte, sealed bool, start *netsidecar.Start, logPath string) *running {
+	t.Helper()
 	var mem *os.File
 	var err error
 	if sealed {
@@ -123,7 +135,12 @@ func launch(t *testing.T, ownUser bool, encoded []byte, sealed bool, start *nets
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd, err := netsidecar.Command(os.Getenv(envBinary), ownUser, netsidecar.Descriptors{Channel: child, Policy: mem})
+	names, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer names.Close()
+	cmd, err := netsidecar.Command(os.Getenv(envBinary), ownUser, netsidecar.Descriptors{Channel: child, Policy: mem, Names: names})
 	if err != nil {
 		t.Fatal(err)
 	}
