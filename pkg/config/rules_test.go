@@ -68,7 +68,7 @@ func TestRules(t *testing.T) {
 
 		// Root.
 		{"schema missing", strings.Replace(testDoc("", ""), `schema = "lazaret-trusted-host-config-v1"`, "", 1), "schema", RuleRequired, nil},
-		{"schema wrong", strings.Replace(testDoc("", ""), "config-v1", "config-v2", 1), "schema", RuleSchema, nil},
+		{"schema wrong", strings.Replace(testDoc("", ""), "config-v1", "config-v3", 1), "schema", RuleSchema, nil},
 		{"no profiles", `schema = "lazaret-trusted-host-config-v1"` + "\n[profiles]\n", "profiles", RuleProfiles, []Rule{RuleProfileSelection}},
 		{"profile name grammar", testDoc("", "\n[profiles.\"-bad\"]\nimage = \"docker.io/library/debian:bookworm\"\n"), "profiles.-bad", RuleProfileName, nil},
 		{"profile name dot dot", testDoc("", "\n[profiles.\"..\"]\nimage = \"docker.io/library/debian:bookworm\"\n"), `profiles.".."`, RuleProfileName, nil},
