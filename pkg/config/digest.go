@@ -14,8 +14,9 @@ import (
 
 // Digest separators: the ASCII tag followed by one NUL byte.
 const (
-	domainIDTag    = "lazaret-domain-id-v1\x00"
-	fingerprintTag = "lazaret-configuration-fingerprint-v1\x00"
+	domainIDTag      = "lazaret-domain-id-v1\x00"
+	fingerprintTag   = "lazaret-configuration-fingerprint-v1\x00"
+	fingerprintTagV2 = "lazaret-configuration-fingerprint-v2\x00"
 )
 
 // DomainIDPreimageV1 returns the DomainIdV1 preimage:
@@ -154,9 +155,15 @@ func targetItems(ts []Target) [][]byte {
 
 // Preimage returns the canonical record that ConfigurationFingerprintV1
 // hashes, with the network readiness lists placed right after the effective
-// deny prefixes.
+// deny prefixes. Readiness.Hosts is not part of it (a v1 document has
+// none; FingerprintRecordV2 covers them).
 func (r *FingerprintRecordV1) Preimage() []byte {
-	b := []byte(fingerprintTag)
+	return r.appendFields([]byte(fingerprintTag))
+}
+
+// appendFields appends every field of the v1 record after the separator,
+// in the v1 encoding and order. Both fingerprint versions share it.
+func (r *FingerprintRecordV1) appendFields(b []byte) []byte {
 	b = appendBytes(b, []byte(r.SelectedProfile))
 	b = appendBytes(b, []byte(r.CanonicalStorageRoot))
 	b = appendBytes(b, []byte(r.CanonicalRuntimeRoot))
@@ -207,4 +214,72 @@ func (r *FingerprintRecordV1) Preimage() []byte {
 // Digest is ConfigurationFingerprintV1, the SHA-256 digest of Preimage.
 func (r *FingerprintRecordV1) Digest() ids.Digest {
 	return ids.Digest(sha256.Sum256(r.Preimage()))
+}
+
+// FingerprintRecordV2 is the fingerprint record of a v2 document: every
+// field of the v1 record, the readiness hosts (Readiness.Hosts) and the
+// host-name policy.
+type FingerprintRecordV2 struct {
+	FingerprintRecordV1
+	EffectiveAllowHosts []string
+	EffectiveDenyHosts  []string
+	// Resolver is the upstream resolver for allowed names; invalid when
+	// the profile allows no host names.
+	Resolver netip.Addr
+}
+
+func stringItems(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = appendBytes(nil, []byte(s))
+	}
+	return out
+}
+
+// Preimage returns the canonical record that ConfigurationFingerprintV2
+// hashes: the v2 separator, every v1 field in the v1 encoding and order,
+// then list(effective allow hosts), list(effective deny hosts),
+// bytes(resolver: 4 address bytes, or none) and list(readiness hosts:
+// bytes(name) || u16be(port)).
+func (r *FingerprintRecordV2) Preimage() []byte {
+	b := r.FingerprintRecordV1.appendFields([]byte(fingerprintTagV2))
+	b = appendList(b, stringItems(r.EffectiveAllowHosts), true)
+	b = appendList(b, stringItems(r.EffectiveDenyHosts), true)
+	var resolver []byte
+	if r.Resolver.IsValid() {
+		a := r.Resolver.As4()
+		resolver = a[:]
+	}
+	b = appendBytes(b, resolver)
+	items := make([][]byte, len(r.Readiness.Hosts))
+	for i, h := range r.Readiness.Hosts {
+		items[i] = binary.BigEndian.AppendUint16(appendBytes(nil, []byte(h.Name)), h.Port)
+	}
+	return appendList(b, items, true)
+}
+
+// Digest is ConfigurationFingerprintV2, the SHA-256 digest of Preimage.
+func (r *FingerprintRecordV2) Digest() ids.Digest {
+	return ids.Digest(sha256.Sum256(r.Preimage()))
+}
+
+func (r FingerprintRecordV1) clone() FingerprintRecordV1 {
+	r.PersistentDirs = slices.Clone(r.PersistentDirs)
+	r.EnvironmentReferences = slices.Clone(r.EnvironmentReferences)
+	r.Volumes = slices.Clone(r.Volumes)
+	r.EffectiveAllow = slices.Clone(r.EffectiveAllow)
+	r.EffectiveDeny = slices.Clone(r.EffectiveDeny)
+	r.Readiness = r.Readiness.clone()
+	r.AutoApprovalRules = slices.Clone(r.AutoApprovalRules)
+	for i := range r.AutoApprovalRules {
+		r.AutoApprovalRules[i].Args = slices.Clone(r.AutoApprovalRules[i].Args)
+	}
+	return r
+}
+
+func (r FingerprintRecordV2) clone() FingerprintRecordV2 {
+	r.FingerprintRecordV1 = r.FingerprintRecordV1.clone()
+	r.EffectiveAllowHosts = slices.Clone(r.EffectiveAllowHosts)
+	r.EffectiveDenyHosts = slices.Clone(r.EffectiveDenyHosts)
+	return r
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -76,6 +77,66 @@ type ruleDoc struct {
 	AllowExtraArgs *bool    `toml:"allow_extra_args"`
 }
 
+// The v2 TOML document: the v1 shape plus host-name fields. The v1 types
+// are embedded (go-toml flattens them, and the shallower readiness field
+// wins), so a v1 field is declared once. A v1 document is decoded into the
+// v1 types, which refuse the v2 fields, and then widened with v2(); the
+// rules read only this shape.
+type documentV2 struct {
+	Schema   *string                  `toml:"schema"`
+	Storage  *storageDoc              `toml:"storage"`
+	Network  *networkDocV2            `toml:"network"`
+	Profiles map[string]*profileDocV2 `toml:"profiles"`
+}
+
+type networkDocV2 struct {
+	networkDoc
+	AllowHosts []string `toml:"allow_hosts"`
+	DenyHosts  []string `toml:"deny_hosts"`
+}
+
+type profileDocV2 struct {
+	profileDoc
+	AllowHosts []string        `toml:"allow_hosts"`
+	DenyHosts  []string        `toml:"deny_hosts"`
+	Resolver   *string         `toml:"resolver"`
+	Readiness  *readinessDocV2 `toml:"readiness"`
+}
+
+type readinessDocV2 struct {
+	readinessDoc
+	Hosts []*hostDoc `toml:"hosts"`
+}
+
+type hostDoc struct {
+	Name *string `toml:"name"`
+	Port *int64  `toml:"port"`
+}
+
+// v2 widens a decoded v1 document; every v2 field is absent.
+func (d *document) v2() *documentV2 {
+	out := &documentV2{Schema: d.Schema, Storage: d.Storage}
+	if d.Network != nil {
+		out.Network = &networkDocV2{networkDoc: *d.Network}
+	}
+	if d.Profiles != nil {
+		out.Profiles = make(map[string]*profileDocV2, len(d.Profiles))
+	}
+	for name, pd := range d.Profiles {
+		if pd == nil {
+			out.Profiles[name] = nil
+			continue
+		}
+		p := &profileDocV2{profileDoc: *pd}
+		if pd.Readiness != nil {
+			p.Readiness = &readinessDocV2{readinessDoc: *pd.Readiness}
+		}
+		p.profileDoc.Readiness = nil
+		out.Profiles[name] = p
+	}
+	return out
+}
+
 // Closed field sets, by table kind, for the case-sensitivity check. go-toml
 // matches struct fields ignoring case; v1 has no aliases, so a key that only
 // matches that way is refused.
@@ -91,6 +152,16 @@ var closedFields = map[string][]string{
 	"escalation": {"enabled", "auto_approve"},
 	"rule":       {"executable", "args", "allow_extra_args"},
 }
+
+// closedFieldsV2 are the v1 field sets plus the v2 fields.
+var closedFieldsV2 = func() map[string][]string {
+	m := maps.Clone(closedFields)
+	m["network"] = append(slices.Clone(m["network"]), "allow_hosts", "deny_hosts")
+	m["profile"] = append(slices.Clone(m["profile"]), "allow_hosts", "deny_hosts", "resolver")
+	m["readiness"] = append(slices.Clone(m["readiness"]), "hosts")
+	m["host"] = []string{"name", "port"}
+	return m
+}()
 
 // tableKind names the closed table that the key path parts (indices
 // removed) designate, or "" for an open table (profiles, env) or a value.
@@ -120,6 +191,8 @@ func tableKind(parts []string) string {
 		return "target"
 	case len(rest) == 2 && rest[0] == "readiness" && rest[1] == "dns":
 		return "dns"
+	case len(rest) == 2 && rest[0] == "readiness" && rest[1] == "hosts":
+		return "host"
 	case len(rest) == 2 && rest[0] == "escalation" && rest[1] == "auto_approve":
 		return "rule"
 	}
@@ -189,8 +262,10 @@ func (ix *positionIndex) record(f fieldPath, off uint32) {
 // walker builds the position index and reports keys that match a closed
 // field only when case is ignored.
 type walker struct {
-	ix    *positionIndex
-	probs *problems
+	ix      *positionIndex
+	probs   *problems
+	fields  map[string][]string // closedFields or closedFieldsV2
+	version string              // "v1" or "v2", for messages
 }
 
 type seg struct {
@@ -220,7 +295,7 @@ func namesOf(segs []seg) []string {
 // checkKey reports an alias when name, under the table at parent, matches a
 // closed field only when case is ignored.
 func (w *walker) checkKey(parent []seg, name string, off uint32) {
-	fields := closedFields[tableKind(namesOf(parent))]
+	fields := w.fields[tableKind(namesOf(parent))]
 	for _, f := range fields {
 		if f == name {
 			return
@@ -231,7 +306,7 @@ func (w *walker) checkKey(parent []seg, name string, off uint32) {
 			p := w.ix.posOf(off)
 			full := append(append([]seg(nil), parent...), seg{name, -1})
 			w.probs.addAt(p.line, p.col, pathOf(full).String(), RuleFieldAlias,
-				"keys are case-sensitive and v1 has no aliases; write "+quoteKey(f))
+				"keys are case-sensitive and "+w.version+" has no aliases; write "+quoteKey(f))
 			return
 		}
 	}
@@ -325,10 +400,37 @@ func (w *walker) walk(data []byte) {
 	}
 }
 
+// schemaVersion returns 2 when the root table sets schema to SchemaIDV2
+// before any table header, and 1 otherwise. It only picks the shape to
+// decode into: every document that does not declare v2 is decoded, checked
+// and reported exactly as v1, errors included.
+func schemaVersion(data []byte) int {
+	var p unstable.Parser
+	p.Reset(data)
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			return 1
+		case unstable.KeyValue:
+			keys := keyNodes(e)
+			if len(keys) != 1 || string(keys[0].Data) != "schema" {
+				continue
+			}
+			if v := e.Value(); v.Kind == unstable.String && string(v.Data) == SchemaIDV2 {
+				return 2
+			}
+			return 1
+		}
+	}
+	return 1
+}
+
 // parse decodes data strictly. It returns nil with problems recorded when
-// the document cannot be decoded; otherwise the document and the position
-// index used to locate later problems.
-func parse(data []byte, probs *problems) (*document, *positionIndex) {
+// the document cannot be decoded; otherwise the document (a v1 document
+// widened to the v2 shape), the position index used to locate later
+// problems, and the schema version, 1 or 2.
+func parse(data []byte, probs *problems) (*documentV2, *positionIndex, int) {
 	if !utf8.Valid(data) {
 		off := 0
 		for off < len(data) {
@@ -341,21 +443,27 @@ func parse(data []byte, probs *problems) (*document, *positionIndex) {
 		ix := &positionIndex{data: data}
 		p := ix.posOf(uint32(off))
 		probs.addAt(p.line, p.col, "", RuleEncoding, "the document is not valid UTF-8")
-		return nil, nil
+		return nil, nil, 0
 	}
-	var doc document
+	version := schemaVersion(data)
+	var v1 document
+	var v2 documentV2
+	target, fields, name := any(&v1), closedFields, "v1"
+	if version == 2 {
+		target, fields, name = &v2, closedFieldsV2, "v2"
+	}
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	decErr := dec.Decode(&doc)
+	decErr := dec.Decode(target)
 	var sme *toml.StrictMissingError
 	var de *toml.DecodeError
 	if !errors.As(decErr, &sme) && errors.As(decErr, &de) {
 		line, col := de.Position()
 		probs.addAt(line, col, keyString(de.Key()), RuleDecode, strings.TrimPrefix(de.Error(), "toml: "))
-		return nil, nil
+		return nil, nil, 0
 	}
 	ix := &positionIndex{data: data, at: map[string]position{}, arrays: map[string]int{}}
-	w := walker{ix: ix, probs: probs}
+	w := walker{ix: ix, probs: probs, fields: fields, version: name}
 	w.walk(data)
 	if sme != nil {
 		for i := range sme.Errors {
@@ -365,18 +473,21 @@ func parse(data []byte, probs *problems) (*document, *positionIndex) {
 			if f, ok := ix.keyAt(position{line, col}); ok {
 				field = f
 			}
-			probs.addAt(line, col, field, RuleUnknownField, "unknown field; v1 tables are closed (see docs/CONFIGURATION.md for the fields)")
+			probs.addAt(line, col, field, RuleUnknownField, "unknown field; "+name+" tables are closed (see docs/CONFIGURATION.md for the fields)")
 		}
-		return nil, nil
+		return nil, nil, 0
 	}
 	if decErr != nil {
 		probs.addAt(0, 0, "", RuleDecode, decErr.Error())
-		return nil, nil
+		return nil, nil, 0
 	}
 	if !probs.empty() {
-		return nil, nil
+		return nil, nil, 0
 	}
-	return &doc, ix
+	if version == 1 {
+		return v1.v2(), ix, 1
+	}
+	return &v2, ix, 2
 }
 
 func keyString(k toml.Key) string {

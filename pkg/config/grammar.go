@@ -10,6 +10,10 @@ import (
 // SchemaID is the v1 dispatch identifier.
 const SchemaID = "lazaret-trusted-host-config-v1"
 
+// SchemaIDV2 is the v2 dispatch identifier: the v1 document plus host-name
+// policy (allow_hosts, deny_hosts, resolver, readiness hosts).
+const SchemaIDV2 = "lazaret-trusted-host-config-v2"
+
 // Host path prefixes.
 const (
 	homePrefix       = "~/"

@@ -137,29 +137,48 @@ type DNSTarget struct {
 }
 
 // ReadinessV1 is ResolvedNetworkReadinessV1: the targets that prove the
-// network policy before a Domain is published. Lists keep declaration
-// order; the fingerprint sorts them.
+// network policy before a Domain is published. Denied, Permitted and DNS
+// keep declaration order; the fingerprint sorts them. Hosts (v2 only; empty
+// for a v1 document) is sorted by name, then port.
 type ReadinessV1 struct {
 	Denied    []Target
 	Permitted []Target
 	DNS       []DNSTarget
+	Hosts     []HostTarget
 }
 
 func (r ReadinessV1) clone() ReadinessV1 {
-	return ReadinessV1{Denied: slices.Clone(r.Denied), Permitted: slices.Clone(r.Permitted), DNS: slices.Clone(r.DNS)}
+	return ReadinessV1{Denied: slices.Clone(r.Denied), Permitted: slices.Clone(r.Permitted), DNS: slices.Clone(r.DNS), Hosts: slices.Clone(r.Hosts)}
 }
 
 const maxReadinessTargets = 32
 
-func (v *validator) readiness(at fieldPath, rd *readinessDoc, allow, deny []netip.Prefix) *ReadinessV1 {
+// readiness checks a readiness table against the profile's effective
+// policy, including its host-name policy (empty for v1). When the table
+// lists hosts, permitted and dns may be empty: resolving and reaching an
+// allowed name proves both.
+func (v *validator) readiness(at fieldPath, rd *readinessDocV2, sp *staticProfile, hostsDeclared bool) *ReadinessV1 {
 	out := &ReadinessV1{}
 	ok := true
-	check := func(name string, targets []*targetDoc, wantAllowed bool) []Target {
-		lp := at.key(name)
-		if len(targets) < 1 || len(targets) > maxReadinessTargets {
-			v.add(lp, RuleReadinessCount, "must list 1 to %d targets, found %d", maxReadinessTargets, len(targets))
+	allow, deny := sp.allow, sp.deny
+	out.Hosts, ok = v.readinessHosts(at.key("hosts"), rd.Hosts, sp, hostsDeclared)
+	minTargets := 1
+	if len(rd.Hosts) > 0 {
+		minTargets = 0
+	}
+	count := func(lp fieldPath, n, min int) {
+		if n < min || n > maxReadinessTargets {
+			v.add(lp, RuleReadinessCount, "must list %d to %d targets, found %d", min, maxReadinessTargets, n)
 			ok = false
 		}
+	}
+	check := func(name string, targets []*targetDoc, wantAllowed bool) []Target {
+		lp := at.key(name)
+		min := 1
+		if wantAllowed {
+			min = minTargets
+		}
+		count(lp, len(targets), min)
 		seen := map[Target]int{}
 		var list []Target
 		for i, td := range targets {
@@ -223,10 +242,7 @@ func (v *validator) readiness(at fieldPath, rd *readinessDoc, allow, deny []neti
 	out.Permitted = check("permitted", rd.Permitted, true)
 
 	lp := at.key("dns")
-	if len(rd.DNS) < 1 || len(rd.DNS) > maxReadinessTargets {
-		v.add(lp, RuleReadinessCount, "must list 1 to %d targets, found %d", maxReadinessTargets, len(rd.DNS))
-		ok = false
-	}
+	count(lp, len(rd.DNS), minTargets)
 	seen := map[DNSTarget]int{}
 	for i, dd := range rd.DNS {
 		ep := lp.index(i)
@@ -275,4 +291,80 @@ func (v *validator) readiness(at fieldPath, rd *readinessDoc, allow, deny []neti
 		return nil
 	}
 	return out
+}
+
+// readinessHosts checks the v2 readiness hosts: 0 to 32 unique names, each
+// allowed by the profile's host-name policy, at least one exactly when the
+// profile allows host names. hostsDeclared is whether any allow_hosts entry
+// applies to the profile, valid or not, so that a bad pattern is reported
+// once rather than again here.
+func (v *validator) readinessHosts(lp fieldPath, hosts []*hostDoc, sp *staticProfile, hostsDeclared bool) ([]HostTarget, bool) {
+	ok := true
+	switch {
+	case len(hosts) > maxReadinessTargets:
+		v.add(lp, RuleReadinessCount, "must list 0 to %d host targets, found %d", maxReadinessTargets, len(hosts))
+		ok = false
+	case hostsDeclared && len(hosts) == 0:
+		v.add(lp, RuleReadinessCount, "must list 1 to %d host targets: the profile allows host names (allow_hosts), and the start proves that one of them resolves and connects", maxReadinessTargets)
+		ok = false
+	case !hostsDeclared && len(hosts) > 0:
+		v.add(lp, RuleReadinessCount, "must be empty: the profile allows no host names (add allow_hosts, or remove hosts)")
+		ok = false
+	}
+	seen := map[HostTarget]int{}
+	var list []HostTarget
+	for i, hd := range hosts {
+		ep := lp.index(i)
+		if hd == nil {
+			hd = &hostDoc{}
+		}
+		var t HostTarget
+		good := true
+		switch {
+		case hd.Name == nil:
+			v.add(ep.key("name"), RuleRequired, "name is required")
+			good = false
+		case checkString(*hd.Name) != "":
+			v.add(ep.key("name"), RuleString, "%s", checkString(*hd.Name))
+			good = false
+		case checkDNSName(*hd.Name) != "":
+			v.add(ep.key("name"), RuleDNSName, "%q %s (a readiness host is one name, never a wildcard)", *hd.Name, checkDNSName(*hd.Name))
+			good = false
+		default:
+			t.Name = *hd.Name
+		}
+		switch {
+		case hd.Port == nil:
+			v.add(ep.key("port"), RuleRequired, "port is required")
+			good = false
+		case *hd.Port < 1 || *hd.Port > 65535:
+			v.add(ep.key("port"), RulePort, "port %d must be between 1 and 65535", *hd.Port)
+			good = false
+		default:
+			t.Port = uint16(*hd.Port)
+		}
+		if !good {
+			ok = false
+			continue
+		}
+		if j, dup := seen[t]; dup {
+			v.add(ep, RuleReadinessUnique, "host target %s:%d repeats %s", t.Name, t.Port, lp.index(j))
+			ok = false
+			continue
+		}
+		seen[t] = i
+		if len(sp.allowHosts) > 0 {
+			switch allowed, rule := DecideHost(sp.allowHosts, sp.denyHosts, t.Name); {
+			case !allowed && rule != "":
+				v.add(ep.key("name"), RuleReadinessPolicy, "host target %s is denied by effective deny_hosts pattern %s; a host target must be allowed", t.Name, rule)
+				ok = false
+			case !allowed:
+				v.add(ep.key("name"), RuleReadinessPolicy, "host target %s matches no effective allow_hosts pattern; a host target must be allowed", t.Name)
+				ok = false
+			}
+		}
+		list = append(list, t)
+	}
+	slices.SortFunc(list, compareHostTarget)
+	return list, ok
 }

@@ -12,8 +12,8 @@ import (
 // compare Rules, never messages.
 type Rule string
 
-// The rules of the trusted host configuration v1; docs/CONFIGURATION.md
-// describes each one.
+// The rules of the trusted host configuration v1 and v2;
+// docs/CONFIGURATION.md describes each one.
 const (
 	RuleRead              Rule = "read"               // the file cannot be read or is not trusted
 	RuleEncoding          Rule = "encoding"           // the document is not UTF-8
@@ -21,7 +21,7 @@ const (
 	RuleUnknownField      Rule = "unknown-field"      // a key outside the closed schema
 	RuleFieldAlias        Rule = "field-alias"        // a key matching a field only when case is ignored
 	RuleRequired          Rule = "required"           // a required field is missing
-	RuleSchema            Rule = "schema"             // schema is not the v1 dispatch identifier
+	RuleSchema            Rule = "schema"             // schema is not a dispatch identifier
 	RuleProfiles          Rule = "profiles"           // no profile is declared
 	RuleProfileName       Rule = "profile-name"       // a profile name breaks the grammar
 	RuleProfileSelection  Rule = "profile-selection"  // the selected profile is not declared or not a valid name
@@ -43,13 +43,16 @@ const (
 	RulePrefix            Rule = "prefix"             // not an IPv4 prefix
 	RulePrefixConflict    Rule = "prefix-conflict"    // the same prefix is allowed and denied
 	RuleReadinessRequired Rule = "readiness-required" // the selected profile has no readiness table
-	RuleReadinessCount    Rule = "readiness-count"    // not 1 to 32 targets
+	RuleReadinessCount    Rule = "readiness-count"    // not 1 to 32 targets (v2 hosts: 0 to 32, as allow_hosts requires)
 	RuleReadinessUnique   Rule = "readiness-unique"   // a repeated target
 	RuleAddress           Rule = "address"            // not an IPv4 address
 	RulePort              Rule = "port"               // not 1 to 65535
 	RuleDNSName           Rule = "dns-name"           // not a strict DNS name
 	RuleReadinessPolicy   Rule = "readiness-policy"   // a target contradicts the effective policy
 	RuleStructural        Rule = "structural"         // a target the enforcement path always drops
+	RuleHostPattern       Rule = "host-pattern"       // v2: not a host pattern
+	RuleHostConflict      Rule = "host-conflict"      // v2: the same host pattern is allowed and denied
+	RuleResolver          Rule = "resolver"           // v2: resolver missing with allow_hosts, or set without
 	RuleEscalation        Rule = "escalation"         // rules while escalation is disabled
 	RuleExecutable        Rule = "executable"         // an auto-approval executable fails a check
 	RuleArgs              Rule = "args"               // allow_extra_args without arguments

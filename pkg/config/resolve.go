@@ -109,7 +109,8 @@ type ResolvedDomainConfiguration struct {
 	storageRoot string
 	runtimeRoot string
 	profileDir  string
-	record      FingerprintRecordV1
+	version     int
+	record      FingerprintRecordV2 // the host-name fields are empty for v1
 	domainID    ids.DomainID
 	fingerprint ids.Digest
 	volumes     []ResolvedVolume
@@ -149,23 +150,27 @@ func (c *ResolvedDomainConfiguration) ProfileDir() string { return c.profileDir 
 // DomainID is DomainIdV1 of the selected profile and workspace.
 func (c *ResolvedDomainConfiguration) DomainID() ids.DomainID { return c.domainID }
 
-// Fingerprint is ConfigurationFingerprintV1.
+// SchemaVersion is the schema version of the document: 1 or 2.
+func (c *ResolvedDomainConfiguration) SchemaVersion() int { return c.version }
+
+// Fingerprint is ConfigurationFingerprintV1 for a v1 document and
+// ConfigurationFingerprintV2 for a v2 document.
 func (c *ResolvedDomainConfiguration) Fingerprint() ids.Digest { return c.fingerprint }
 
-// FingerprintRecord returns a copy of the record the fingerprint hashes.
+// FingerprintRecord returns a copy of the v1 record. For a v1 document the
+// fingerprint hashes it; for a v2 document the fingerprint hashes
+// FingerprintRecordV2, which contains it.
 func (c *ResolvedDomainConfiguration) FingerprintRecord() FingerprintRecordV1 {
-	r := c.record
-	r.PersistentDirs = slices.Clone(r.PersistentDirs)
-	r.EnvironmentReferences = slices.Clone(r.EnvironmentReferences)
-	r.Volumes = slices.Clone(r.Volumes)
-	r.EffectiveAllow = slices.Clone(r.EffectiveAllow)
-	r.EffectiveDeny = slices.Clone(r.EffectiveDeny)
-	r.Readiness = r.Readiness.clone()
-	r.AutoApprovalRules = slices.Clone(r.AutoApprovalRules)
-	for i := range r.AutoApprovalRules {
-		r.AutoApprovalRules[i].Args = slices.Clone(r.AutoApprovalRules[i].Args)
+	return c.record.FingerprintRecordV1.clone()
+}
+
+// FingerprintRecordV2 returns a copy of the record that the fingerprint of a
+// v2 document hashes; ok is false for a v1 document.
+func (c *ResolvedDomainConfiguration) FingerprintRecordV2() (rec FingerprintRecordV2, ok bool) {
+	if c.version != 2 {
+		return FingerprintRecordV2{}, false
 	}
-	return r
+	return c.record.clone(), true
 }
 
 // Image is the OCI image reference.
@@ -224,7 +229,33 @@ func (c *ResolvedDomainConfiguration) Decide(a netip.Addr) Decision {
 	return decide(c.record.EffectiveAllow, c.record.EffectiveDeny, a)
 }
 
-// Readiness returns the readiness targets in declaration order.
+// EffectiveAllowHosts is the sorted effective allow_hosts set (network and
+// profile); nil for a v1 document.
+func (c *ResolvedDomainConfiguration) EffectiveAllowHosts() []string {
+	return slices.Clone(c.record.EffectiveAllowHosts)
+}
+
+// EffectiveDenyHosts is the sorted effective deny_hosts set; nil for a v1
+// document.
+func (c *ResolvedDomainConfiguration) EffectiveDenyHosts() []string {
+	return slices.Clone(c.record.EffectiveDenyHosts)
+}
+
+// DecideHost applies the effective host-name policy to a lowercase query
+// name (see the package function DecideHost).
+func (c *ResolvedDomainConfiguration) DecideHost(name string) (allowed bool, rule string) {
+	return DecideHost(c.record.EffectiveAllowHosts, c.record.EffectiveDenyHosts, name)
+}
+
+// NameResolver is the upstream resolver to which the host side forwards
+// allowed names; ok is false when the profile allows no host names (and
+// always for a v1 document).
+func (c *ResolvedDomainConfiguration) NameResolver() (netip.Addr, bool) {
+	return c.record.Resolver, c.record.Resolver.IsValid()
+}
+
+// Readiness returns the readiness targets: denied, permitted and dns in
+// declaration order, hosts sorted by name and port.
 func (c *ResolvedDomainConfiguration) Readiness() ReadinessV1 { return c.record.Readiness.clone() }
 
 // EscalationEnabled reports whether host escalation is enabled.
@@ -294,15 +325,15 @@ func Resolve(data []byte, opts Options) (*ResolvedDomainConfiguration, error) {
 		return nil, fmt.Errorf("%w: %q", ErrWorkspace, opts.Workspace)
 	}
 	probs := &problems{file: opts.File}
-	doc, ix := parse(data, probs)
+	doc, ix, version := parse(data, probs)
 	if doc == nil {
 		return nil, probs.err()
 	}
 	probs.index = ix
-	v := &validator{problems: probs, layout: opts.Layout}
+	v := &validator{problems: probs, layout: opts.Layout, version: version}
 	profiles, _, _ := v.document(doc)
 
-	r := &resolver{opts: opts, probs: probs}
+	r := &resolver{opts: opts, probs: probs, version: version}
 	var sp *staticProfile
 	switch _, declared := doc.Profiles[opts.Profile]; {
 	case !ValidProfileName(opts.Profile):
@@ -340,7 +371,7 @@ func Resolve(data []byte, opts Options) (*ResolvedDomainConfiguration, error) {
 	return cfg, nil
 }
 
-func declaredNames(doc *document) string {
+func declaredNames(doc *documentV2) string {
 	names := make([]string, 0, len(doc.Profiles))
 	for n := range doc.Profiles {
 		names = append(names, fmt.Sprintf("%q", sanitize(n)))
@@ -353,6 +384,7 @@ func declaredNames(doc *document) string {
 // to the selected profile.
 type resolver struct {
 	opts        Options
+	version     int
 	probs       *problems
 	home        string // canonical $HOME, "" when unknown
 	storageRoot string
@@ -460,7 +492,8 @@ func (r *resolver) profile(sp *staticProfile) *ResolvedDomainConfiguration {
 	}
 	persistent := slices.Clone(sp.persistent)
 	slices.Sort(persistent)
-	cfg.record = FingerprintRecordV1{
+	cfg.version = r.version
+	cfg.record.FingerprintRecordV1 = FingerprintRecordV1{
 		SelectedProfile:       sp.name,
 		CanonicalStorageRoot:  r.storageRoot,
 		CanonicalRuntimeRoot:  r.runtimeRoot,
@@ -476,7 +509,14 @@ func (r *resolver) profile(sp *staticProfile) *ResolvedDomainConfiguration {
 		AutoApprovalRules:     rules,
 	}
 	cfg.domainID = DomainIDV1(sp.name, r.opts.Workspace)
-	cfg.fingerprint = cfg.record.Digest()
+	if r.version == 2 {
+		cfg.record.EffectiveAllowHosts = slices.Clone(sp.allowHosts)
+		cfg.record.EffectiveDenyHosts = slices.Clone(sp.denyHosts)
+		cfg.record.Resolver = sp.resolver
+		cfg.fingerprint = cfg.record.Digest()
+	} else {
+		cfg.fingerprint = cfg.record.FingerprintRecordV1.Digest()
+	}
 	return cfg
 }
 

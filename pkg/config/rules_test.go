@@ -68,7 +68,7 @@ func TestRules(t *testing.T) {
 
 		// Root.
 		{"schema missing", strings.Replace(testDoc("", ""), `schema = "lazaret-trusted-host-config-v1"`, "", 1), "schema", RuleRequired, nil},
-		{"schema wrong", strings.Replace(testDoc("", ""), "config-v1", "config-v2", 1), "schema", RuleSchema, nil},
+		{"schema wrong", strings.Replace(testDoc("", ""), "config-v1", "config-v3", 1), "schema", RuleSchema, nil},
 		{"no profiles", `schema = "lazaret-trusted-host-config-v1"` + "\n[profiles]\n", "profiles", RuleProfiles, []Rule{RuleProfileSelection}},
 		{"profile name grammar", testDoc("", "\n[profiles.\"-bad\"]\nimage = \"docker.io/library/debian:bookworm\"\n"), "profiles.-bad", RuleProfileName, nil},
 		{"profile name dot dot", testDoc("", "\n[profiles.\"..\"]\nimage = \"docker.io/library/debian:bookworm\"\n"), `profiles.".."`, RuleProfileName, nil},
@@ -208,35 +208,40 @@ func TestRules(t *testing.T) {
 		{"selected profile absent", strings.ReplaceAll(testDoc("", ""), "profiles.dev", "profiles.prod"), "", RuleProfileSelection, nil},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			cfg, err := f.resolve(t, tc.doc)
-			if err == nil {
-				t.Fatalf("resolution succeeded (%v); want %s", cfg, tc.rule)
-			}
-			ps := problemsOf(t, err)
-			found := false
-			for _, p := range ps {
-				ok := p.Rule == tc.rule
-				for _, a := range tc.also {
-					ok = ok || p.Rule == a
-				}
-				if !ok {
-					t.Errorf("unexpected problem [%s] %s", p.Rule, p)
-				}
-				if p.Rule == tc.rule && (tc.field == "" || p.Field == tc.field) {
-					found = true
-				}
-			}
-			if !found {
-				t.Errorf("no %s problem at field %q; got:%s", tc.rule, tc.field, dumpProblems(ps))
-			}
-			for _, p := range ps {
-				if strings.Contains(p.String(), f.env["API_TOKEN"]) || strings.Contains(p.String(), "hunter2") {
-					t.Errorf("problem leaks a value: %s", p)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { expectRule(t, tc.doc, tc.field, tc.rule, tc.also) })
+	}
+}
+
+// expectRule resolves doc as profile dev and requires a problem of rule at
+// field ("" for any field) and no problem of any rule but rule and also.
+func expectRule(t *testing.T, doc, field string, rule Rule, also []Rule) {
+	t.Helper()
+	f := newFixture(t)
+	cfg, err := f.resolve(t, doc)
+	if err == nil {
+		t.Fatalf("resolution succeeded (%v); want %s", cfg, rule)
+	}
+	ps := problemsOf(t, err)
+	found := false
+	for _, p := range ps {
+		ok := p.Rule == rule
+		for _, a := range also {
+			ok = ok || p.Rule == a
+		}
+		if !ok {
+			t.Errorf("unexpected problem [%s] %s", p.Rule, p)
+		}
+		if p.Rule == rule && (field == "" || p.Field == field) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no %s problem at field %q; got:%s", rule, field, dumpProblems(ps))
+	}
+	for _, p := range ps {
+		if strings.Contains(p.String(), f.env["API_TOKEN"]) || strings.Contains(p.String(), "hunter2") {
+			t.Errorf("problem leaks a value: %s", p)
+		}
 	}
 }
 

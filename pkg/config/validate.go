@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -80,18 +81,22 @@ type staticProfile struct {
 	env         []EnvironmentReference
 	volumes     []staticVolume
 	allow, deny []netip.Prefix
-	readiness   *ReadinessV1
-	hasReady    bool
-	escalation  bool
-	rules       []staticRule
-	ok          bool
+	// v2 host-name policy; empty for v1. resolver is invalid when unset.
+	allowHosts, denyHosts []string
+	resolver              netip.Addr
+	readiness             *ReadinessV1
+	hasReady              bool
+	escalation            bool
+	rules                 []staticRule
+	ok                    bool
 }
 
 // validator applies the document-only rules.
 type validator struct {
 	*problems
-	layout *layout.SandboxLayoutV1
-	failed bool
+	layout  *layout.SandboxLayoutV1
+	version int // schema version of the document, 1 or 2
+	failed  bool
 }
 
 func (v *validator) add(at fieldPath, rule Rule, format string, args ...any) {
@@ -101,7 +106,24 @@ func (v *validator) add(at fieldPath, rule Rule, format string, args ...any) {
 
 // globalNetwork is the parsed network table.
 type globalNetwork struct {
-	allow, deny *prefixSet
+	allow, deny           *prefixSet
+	allowHosts, denyHosts hostSet
+	// allowHostsDeclared counts network.allow_hosts entries, valid or not.
+	allowHostsDeclared int
+}
+
+func (v *validator) hostPatterns(at fieldPath, list []string, into hostSet) {
+	for i, s := range list {
+		if why := checkString(s); why != "" {
+			v.add(at.index(i), RuleString, "%s", why)
+			continue
+		}
+		if why := checkHostPattern(s); why != "" {
+			v.add(at.index(i), RuleHostPattern, "%q %s", s, why)
+			continue
+		}
+		into.add(s, at.index(i))
+	}
 }
 
 func (v *validator) prefixes(at fieldPath, list []string, into *prefixSet) {
@@ -118,22 +140,29 @@ func (v *validator) prefixes(at fieldPath, list []string, into *prefixSet) {
 // document checks the root table and every profile and returns the
 // profiles by name; a profile is usable only when its ok is set and the
 // returned bool is true.
-func (v *validator) document(doc *document) (map[string]*staticProfile, *globalNetwork, bool) {
+func (v *validator) document(doc *documentV2) (map[string]*staticProfile, *globalNetwork, bool) {
 	v.failed = false
+	want := SchemaID
+	if v.version == 2 {
+		want = SchemaIDV2
+	}
 	if doc.Schema == nil {
-		v.add(root().key("schema"), RuleRequired, "schema is required and must be %q", SchemaID)
-	} else if *doc.Schema != SchemaID {
-		v.add(root().key("schema"), RuleSchema, "must be exactly %q, found %q", SchemaID, sanitize(*doc.Schema))
+		v.add(root().key("schema"), RuleRequired, "schema is required and must be %q", want)
+	} else if *doc.Schema != want {
+		v.add(root().key("schema"), RuleSchema, "must be exactly %q, found %q", want, sanitize(*doc.Schema))
 	}
 	if doc.Storage != nil && doc.Storage.DataRoot != nil {
 		if _, _, why := parseHostPath(*doc.Storage.DataRoot, false); why != "" {
 			v.add(root().key("storage").key("data_root"), RuleHostPath, "%s", why)
 		}
 	}
-	g := &globalNetwork{allow: newPrefixSet(), deny: newPrefixSet()}
+	g := &globalNetwork{allow: newPrefixSet(), deny: newPrefixSet(), allowHosts: hostSet{}, denyHosts: hostSet{}}
 	if doc.Network != nil {
 		v.prefixes(root().key("network").key("default_allow"), doc.Network.DefaultAllow, g.allow)
 		v.prefixes(root().key("network").key("default_deny"), doc.Network.DefaultDeny, g.deny)
+		v.hostPatterns(root().key("network").key("allow_hosts"), doc.Network.AllowHosts, g.allowHosts)
+		v.hostPatterns(root().key("network").key("deny_hosts"), doc.Network.DenyHosts, g.denyHosts)
+		g.allowHostsDeclared = len(doc.Network.AllowHosts)
 	}
 	if len(doc.Profiles) == 0 {
 		v.add(root().key("profiles"), RuleProfiles, "at least one profile is required, such as [profiles.dev]")
@@ -162,11 +191,11 @@ func sanitize(s string) string {
 	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
-func (v *validator) profile(name string, at fieldPath, pd *profileDoc, g *globalNetwork) *staticProfile {
+func (v *validator) profile(name string, at fieldPath, pd *profileDocV2, g *globalNetwork) *staticProfile {
 	saved := v.failed
 	v.failed = false
 	if pd == nil {
-		pd = &profileDoc{}
+		pd = &profileDocV2{}
 	}
 	sp := &staticProfile{name: name, at: at, isolate: true}
 	if pd.Image == nil {
@@ -229,10 +258,13 @@ func (v *validator) profile(name string, at fieldPath, pd *profileDoc, g *global
 	}
 	sp.allow, sp.deny = allow.sorted(), deny.sorted()
 
+	// Host names (v2; every list is empty in a v1 document).
+	hostsDeclared := v.hostPolicy(sp, pd, g)
+
 	// Readiness.
 	if pd.Readiness != nil {
 		sp.hasReady = true
-		sp.readiness = v.readiness(at.key("readiness"), pd.Readiness, sp.allow, sp.deny)
+		sp.readiness = v.readiness(at.key("readiness"), pd.Readiness, sp, hostsDeclared)
 	}
 
 	// Environment.
@@ -299,6 +331,45 @@ func (v *validator) profile(name string, at fieldPath, pd *profileDoc, g *global
 	sp.ok = !v.failed
 	v.failed = v.failed || saved
 	return sp
+}
+
+// hostPolicy computes the profile's effective host patterns and resolver.
+// It reports whether any allow_hosts entry, valid or not, applies to the
+// profile, which decides whether a resolver and readiness hosts are needed.
+func (v *validator) hostPolicy(sp *staticProfile, pd *profileDocV2, g *globalNetwork) bool {
+	at := sp.at
+	allow, deny := maps.Clone(g.allowHosts), maps.Clone(g.denyHosts)
+	v.hostPatterns(at.key("allow_hosts"), pd.AllowHosts, allow)
+	v.hostPatterns(at.key("deny_hosts"), pd.DenyHosts, deny)
+	sp.allowHosts, sp.denyHosts = allow.sorted(), deny.sorted()
+	for _, h := range sp.allowHosts {
+		if dfrom, both := deny[h]; both {
+			v.add(allow[h], RuleHostConflict, "host pattern %s is both allowed and denied (by %s) in profile %q; an exact pattern may not be in both effective sets", h, dfrom, sp.name)
+		}
+	}
+	declared := g.allowHostsDeclared+len(pd.AllowHosts) > 0
+	rat := at.key("resolver")
+	switch {
+	case pd.Resolver == nil && declared:
+		v.add(rat, RuleResolver, "resolver is required when the profile allows host names (allow_hosts): the IPv4 address of the upstream resolver that the host side forwards allowed names to")
+	case pd.Resolver == nil:
+	default:
+		a, why := parseAddr(*pd.Resolver)
+		if why != "" {
+			v.add(rat, RuleAddress, "%s", why)
+			break
+		}
+		if p, bad := structurallyDropped(a); bad {
+			v.add(rat, RuleStructural, "resolver %s lies in %s, which the enforcement path always drops", a, p)
+			break
+		}
+		if !declared {
+			v.add(rat, RuleResolver, "resolver is set but the profile allows no host names; remove it or add allow_hosts")
+			break
+		}
+		sp.resolver = a
+	}
+	return declared
 }
 
 func (v *validator) volume(at fieldPath, vd *volumeDoc, persistent []string) (staticVolume, bool) {
