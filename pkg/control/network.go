@@ -2,8 +2,10 @@ package control
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/netpolicy"
 )
@@ -37,3 +39,23 @@ func ReadNetworkPolicy(dir string) (*netpolicy.DerivedNetworkPolicy, ids.Digest,
 	}
 	return p, netpolicy.DigestOfEncoding(b), nil
 }
+
+// NameLogName is the file in a Domain's runtime directory where the
+// network sidecar's pinning resolver records its decisions (see
+// netsidecar.NameLog); status, net explain and net log read it. It lives
+// as long as the network-policy file.
+const NameLogName = "network-names.log"
+
+// OpenNameLog creates (or empties) the name log in dir for a new
+// generation's sidecar, open for appending only, mode 0600.
+func OpenNameLog(dir string) (*os.File, error) {
+	path := filepath.Join(dir, NameLogName)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the name log: %w", err)
+	}
+	return f, nil
+}
+
+// NameLogPath is the name log's path in dir.
+func NameLogPath(dir string) string { return filepath.Join(dir, NameLogName) }

@@ -120,29 +120,43 @@ type NameSummaryPin struct {
 	Names   []string
 }
 
-// ReadNameLog summarises the name log at path as of now, keeping the last
-// maxRefusals refusals (refused names and rebinding attempts). A missing
-// log is an empty summary. Lines that do not parse are skipped: the
+// ReadNameLogRecords reads every record of the name log at path, oldest
+// first. A missing log has none. Lines that do not parse are skipped: the
 // writer may be mid-line.
-func ReadNameLog(path string, now time.Time, maxRefusals int) (*NameSummary, error) {
+func ReadNameLogRecords(path string) ([]NameLogRecord, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return &NameSummary{}, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("opening the name log: %w", err)
 	}
 	defer f.Close()
-	pins := map[netip.Addr]*NameSummaryPin{}
-	sum := &NameSummary{}
+	var out []NameLogRecord
 	sc := bufio.NewScanner(io.LimitReader(f, 2*NameLogLimit))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var r NameLogRecord
-		if json.Unmarshal(sc.Bytes(), &r) != nil {
-			continue
+		if json.Unmarshal(sc.Bytes(), &r) == nil {
+			out = append(out, r)
 		}
-		sum.Records++
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the name log %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// ReadNameLog summarises the name log at path as of now, keeping the last
+// maxRefusals refusals (refused names and rebinding attempts).
+func ReadNameLog(path string, now time.Time, maxRefusals int) (*NameSummary, error) {
+	recs, err := ReadNameLogRecords(path)
+	if err != nil {
+		return nil, err
+	}
+	pins := map[netip.Addr]*NameSummaryPin{}
+	sum := &NameSummary{Records: len(recs)}
+	for _, r := range recs {
 		switch r.Kind {
 		case NameLogSnapshot:
 			for _, p := range r.Pins {
@@ -158,9 +172,6 @@ func ReadNameLog(path string, now time.Time, maxRefusals int) (*NameSummary, err
 				sum.Refusals = sum.Refusals[1:]
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading the name log %s: %w", path, err)
 	}
 	for _, p := range pins {
 		if p.Expires.After(now) {

@@ -1,22 +1,28 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/config"
+	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/layout"
 	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/netsidecar"
 	"lazaret.dev/pkg/paths"
+	"lazaret.dev/pkg/pinresolver"
 )
 
 // Exit codes of `net explain`.
@@ -45,11 +51,14 @@ func netCommand() *cli.Command {
 		Usage: "inspect a profile's network policy",
 		Subcommands: []*cli.Command{{
 			Name:      "explain",
-			Usage:     "say whether the profile's policy lets the sandbox reach an address, and which rule decides",
-			ArgsUsage: "ADDRESS[:PORT]",
+			Usage:     "say whether the profile's policy lets the sandbox reach an address or a host name, and which rule decides",
+			ArgsUsage: "ADDRESS[:PORT] | HOSTNAME",
 			Description: "ADDRESS is an IPv4 address (an IPv6 address is always denied); PORT defaults to 443, TCP\n" +
-				"unless --udp is given. Port 53 is DNS, which goes only to the profile's readiness resolvers.\n" +
-				"Exit status: 0 allowed, 1 denied, 2 the question could not be answered (docs/NETWORK.md).",
+				"unless --udp is given. Port 53 is DNS, which goes only to the profile's readiness resolvers\n" +
+				"(or, with allow_hosts, to the pinning resolver). With allow_hosts, an address no prefix allows\n" +
+				"is allowed while the running sandbox has it pinned; HOSTNAME asks whether the pinning resolver\n" +
+				"answers that name. Exit status: 0 allowed, 1 denied, 2 the question could not be answered\n" +
+				"(docs/NETWORK.md).",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "profile", Usage: "profile `NAME` whose policy to apply (required)"},
 				&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
@@ -57,6 +66,19 @@ func netCommand() *cli.Command {
 				&cli.BoolFlag{Name: "udp", Usage: "explain UDP instead of TCP"},
 			},
 			Action: runNetExplain,
+		}, {
+			Name:  "log",
+			Usage: "list the host names the pinning resolver refused in the running sandbox (and, with --all, what it pinned)",
+			Description: "Reads the name log of the Domain of --profile and --workspace. Names are what the sandbox\n" +
+				"asked for, printed with every byte outside [a-z0-9.-_*] escaped as \\xNN.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "profile", Usage: "profile `NAME` of the Domain (required)"},
+				&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
+				configFileFlag(),
+				&cli.BoolFlag{Name: "all", Usage: "list every record: pins, refusals, upstream failures"},
+				&cli.BoolFlag{Name: "json", Usage: "print JSON records, one per line"},
+			},
+			Action: runNetLog,
 		}},
 	}
 }
@@ -152,17 +174,14 @@ type explanation struct {
 	Decision    netpolicy.Decision
 	Profile     string
 	Digest      string
+	names       bool // the policy allows host names
 }
 
 // explain derives the profile's policy and decides one destination.
 func explain(cfg *config.ResolvedDomainConfiguration, hosts []netip.Addr, addr netip.Addr, port uint16, proto netpolicy.Protocol) (*explanation, error) {
-	var resolvers []netip.Addr
-	for _, t := range cfg.Readiness().DNS {
-		resolvers = append(resolvers, t.Resolver)
-	}
-	pol, err := netpolicy.Derive(cfg.EffectiveAllow(), cfg.EffectiveDeny(), resolvers)
+	pol, _, err := netsidecar.PolicyOf(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("profile %q: %w", cfg.Profile(), err)
+		return nil, err
 	}
 	digest, err := pol.Digest()
 	if err != nil {
@@ -173,7 +192,7 @@ func explain(cfg *config.ResolvedDomainConfiguration, hosts []netip.Addr, addr n
 		return nil, fmt.Errorf("profile %q: %w", cfg.Profile(), err)
 	}
 	dst := netip.AddrPortFrom(addr, port).String()
-	return &explanation{Destination: dst + "/" + proto.String(), Decision: dec, Profile: cfg.Profile(), Digest: digest.String()}, nil
+	return &explanation{Destination: dst + "/" + proto.String(), Decision: dec, Profile: cfg.Profile(), Digest: digest.String(), names: pol.HasNames()}, nil
 }
 
 func runNetExplain(c *cli.Context) error {
@@ -196,21 +215,126 @@ func runNetExplain(c *cli.Context) error {
 		return fail("net explain: --profile NAME is required")
 	}
 	addr, port, err := ParseExplainTarget(pos[0])
+	name := ""
 	if err != nil {
-		return fail("net explain: %v", err)
+		if netpolicy.CheckHostName(strings.ToLower(pos[0])) != nil {
+			return fail("net explain: %v", err)
+		}
+		name = strings.ToLower(pos[0])
 	}
 	proto := netpolicy.ProtocolTCP
 	if c.Bool("udp") {
 		proto = netpolicy.ProtocolUDP
 	}
+	cfg, err := netConfig(c)
+	if err != nil {
+		return err
+	}
+	defer cfg.Close()
+	hosts, err := hostAddresses()
+	if err != nil {
+		return fail("net explain: %v", err)
+	}
+	dir := control.DomainPaths(cfg.RuntimeRoot(), cfg.DomainID()).Dir
+	if name != "" {
+		return explainName(c, cfg, name, dir)
+	}
+	ex, err := explain(cfg, hosts, addr, port, proto)
+	if err != nil {
+		return fail("net explain: %v", err)
+	}
+	allowed := ex.Decision.Allowed
+	if err := ex.writeText(stdout); err != nil {
+		return err
+	}
+	if !allowed && ex.names && ex.Decision.Reason == netpolicy.ReasonDefaultAction && !(port == netpolicy.DNSPort && proto != netpolicy.ProtocolICMP) {
+		// An address no prefix decides is reachable while a name pins it.
+		sum, err := netsidecar.ReadNameLog(control.NameLogPath(dir), time.Now(), 0)
+		if err != nil {
+			return fail("net explain: %v", err)
+		}
+		for _, p := range sum.Pins {
+			if p.Address == addr.Unmap() {
+				names := make([]string, len(p.Names))
+				for i, n := range p.Names {
+					names[i] = pinresolver.EscapeName(n)
+				}
+				fmt.Fprintf(stdout, "but allowed now: the running sandbox has it pinned for %.0f s more (resolved from %s)\n",
+					time.Until(p.Expires).Seconds(), strings.Join(names, ", "))
+				allowed = true
+			}
+		}
+	}
+	if !allowed {
+		return &cmdmain.ExitError{Code: netExitDenied}
+	}
+	return nil
+}
+
+// explainName says whether the pinning resolver answers name, which rule
+// decides, and which of its addresses the running sandbox has pinned.
+func explainName(c *cli.Context, cfg *config.ResolvedDomainConfiguration, name, dir string) error {
+	stdout := c.App.Writer
+	pol, _, err := netsidecar.PolicyOf(cfg)
+	if err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "net explain: %v\n", err)
+		return &cmdmain.ExitError{Code: netExitError}
+	}
+	if !pol.HasNames() {
+		fmt.Fprintf(stdout, "%s: refused: profile %q allows no host names (allow_hosts); its sandbox resolves names through %s only\n",
+			name, cfg.Profile(), resolverList(pol))
+		return &cmdmain.ExitError{Code: netExitDenied}
+	}
+	d := pol.DecideName(name)
+	fmt.Fprintf(stdout, "%s: %s\n", name, d)
+	if !d.Allowed {
+		return &cmdmain.ExitError{Code: netExitDenied}
+	}
+	fmt.Fprintf(stdout, "its A records are forwarded to %s; each address is pinned for the record's TTL (10 s to 1 h) unless a deny prefix, a private or structural range or a host address covers it\n", pol.NameUpstream)
+	sum, err := netsidecar.ReadNameLog(control.NameLogPath(dir), time.Now(), 0)
+	if err == nil {
+		for _, p := range sum.Pins {
+			if slices.Contains(p.Names, name) {
+				fmt.Fprintf(stdout, "pinned now: %s for %.0f s more\n", p.Address, time.Until(p.Expires).Seconds())
+			}
+		}
+	}
+	return nil
+}
+
+func resolverList(p *netpolicy.DerivedNetworkPolicy) string {
+	var out []string
+	for _, r := range p.Resolvers {
+		out = append(out, r.Address.String())
+	}
+	return strings.Join(out, ", ")
+}
+
+func (e *explanation) writeText(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "%s: %s\nprofile %q, policy digest %s\n", e.Destination, e.Decision, e.Profile, e.Digest)
+	return err
+}
+
+// netConfig resolves the configuration of --config, --profile and
+// --workspace for the net subcommands. Problems are printed; the error
+// is the exit status.
+func netConfig(c *cli.Context) (*config.ResolvedDomainConfiguration, error) {
+	stderr := c.App.ErrWriter
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	fail := func(format string, args ...any) error {
+		fmt.Fprintf(stderr, format+"\n", args...)
+		return &cmdmain.ExitError{Code: netExitError}
+	}
 	env := paths.FromProcess()
 	file, err := env.ConfigFile(c.String("config"))
 	if err != nil {
-		return fail("configuration path: %v", err)
+		return nil, fail("configuration path: %v", err)
 	}
 	ws, err := paths.Workspace(c.String("workspace"))
 	if err != nil {
-		return fail("%v (use --workspace to name the git workspace)", err)
+		return nil, fail("%v (use --workspace to name the git workspace)", err)
 	}
 	cfg, err := config.ResolveFile(config.Options{
 		Profile:     c.String("profile"),
@@ -224,30 +348,76 @@ func runNetExplain(c *cli.Context) error {
 		for _, p := range invalid.Problems {
 			fmt.Fprintln(stderr, p.String())
 		}
-		return &cmdmain.ExitError{Code: netExitError}
+		return nil, &cmdmain.ExitError{Code: netExitError}
 	}
 	if err != nil {
-		return fail("resolving configuration %q: %v", file, err)
+		return nil, fail("resolving configuration %q: %v", file, err)
 	}
-	defer cfg.Close()
-	hosts, err := hostAddresses()
-	if err != nil {
-		return fail("net explain: %v", err)
-	}
-	ex, err := explain(cfg, hosts, addr, port, proto)
-	if err != nil {
-		return fail("net explain: %v", err)
-	}
-	if err := ex.writeText(stdout); err != nil {
-		return err
-	}
-	if !ex.Decision.Allowed {
-		return &cmdmain.ExitError{Code: netExitDenied}
-	}
-	return nil
+	return cfg, nil
 }
 
-func (e *explanation) writeText(w io.Writer) error {
-	_, err := fmt.Fprintf(w, "%s: %s\nprofile %q, policy digest %s\n", e.Destination, e.Decision, e.Profile, e.Digest)
-	return err
+// runNetLog prints the running Domain's name log: the refusals, or with
+// --all every record.
+func runNetLog(c *cli.Context) error {
+	stdout := c.App.Writer
+	if c.Args().Len() != 0 {
+		fmt.Fprintf(c.App.ErrWriter, "net log: unexpected arguments %q\n", c.Args().Slice())
+		return &cmdmain.ExitError{Code: netExitError}
+	}
+	if c.String("profile") == "" {
+		fmt.Fprintln(c.App.ErrWriter, "net log: --profile NAME is required")
+		return &cmdmain.ExitError{Code: netExitError}
+	}
+	cfg, err := netConfig(c)
+	if err != nil {
+		return err
+	}
+	defer cfg.Close()
+	path := control.NameLogPath(control.DomainPaths(cfg.RuntimeRoot(), cfg.DomainID()).Dir)
+	recs, err := netsidecar.ReadNameLogRecords(path)
+	if err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "net log: %v\n", err)
+		return &cmdmain.ExitError{Code: netExitError}
+	}
+	enc := json.NewEncoder(stdout)
+	shown := 0
+	for _, r := range recs {
+		if !c.Bool("all") && r.Kind != "refused" && r.Kind != "rebinding" {
+			continue
+		}
+		shown++
+		r.Name = pinresolver.EscapeName(r.Name)
+		if c.Bool("json") {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+			continue
+		}
+		line := r.Time.UTC().Format(time.RFC3339) + " " + r.Kind
+		if r.Name != "" {
+			line += " " + r.Name
+		}
+		for i, a := range r.Addresses {
+			if i == 0 {
+				line += " ->"
+			}
+			line += " " + a.String()
+		}
+		if r.TTLMillis > 0 {
+			line += fmt.Sprintf(" for %s", (time.Duration(r.TTLMillis) * time.Millisecond).String())
+		}
+		if r.Reason != "" {
+			q := strconv.QuoteToASCII(r.Reason)
+			line += ": " + q[1:len(q)-1]
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	if shown == 0 && !c.Bool("json") {
+		what := "no name was refused"
+		if c.Bool("all") {
+			what = "no name was resolved"
+		}
+		fmt.Fprintf(stdout, "%s (%s)\n", what, path)
+	}
+	return nil
 }

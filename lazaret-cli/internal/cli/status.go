@@ -82,6 +82,12 @@ func (r *statusReport) writeText(w io.Writer) error {
 			fmt.Fprintf(&b, "               allow %s\n", orNone(n.Allow))
 			fmt.Fprintf(&b, "               deny  %s\n", orNone(n.Deny))
 			fmt.Fprintf(&b, "               DNS only to %s\n", orNone(n.Resolvers))
+			if len(n.AllowHosts) > 0 {
+				fmt.Fprintf(&b, "               hosts allowed %s\n", strings.Join(n.AllowHosts, ", "))
+				fmt.Fprintf(&b, "               hosts denied  %s\n", orNone(n.DenyHosts))
+				fmt.Fprintf(&b, "               names resolved through the pinning resolver, upstream %s\n", n.NameUpstream)
+				writeNames(&b, n, "               ")
+			}
 		case d.NetworkError != "":
 			fmt.Fprintf(&b, "  network:     unreadable policy file: %s\n", d.NetworkError)
 		}
@@ -133,4 +139,29 @@ func orNone(v []string) string {
 		return "none"
 	}
 	return strings.Join(v, ", ")
+}
+
+// writeNames prints the pins and the recent refusals of a policy with
+// names, each line prefixed by indent. Names arrive escaped.
+func writeNames(b *strings.Builder, n *session.NetworkStatus, indent string) {
+	if n.NameLogError != "" {
+		fmt.Fprintf(b, "%sname log unreadable: %s\n", indent, n.NameLogError)
+		return
+	}
+	if len(n.Pins) == 0 {
+		fmt.Fprintf(b, "%spinned: none\n", indent)
+	}
+	for _, p := range n.Pins {
+		fmt.Fprintf(b, "%spinned %s for %.0f s more (%s)\n", indent, p.Address, p.RemainingSeconds, strings.Join(p.Names, ", "))
+	}
+	if len(n.Refusals) == 0 {
+		fmt.Fprintf(b, "%srefused: none\n", indent)
+	}
+	for _, r := range n.Refusals {
+		line := fmt.Sprintf("%s%s %s %s", indent, r.Time, r.Kind, r.Name)
+		if r.Reason != "" {
+			line += ": " + r.Reason
+		}
+		fmt.Fprintln(b, line)
+	}
 }

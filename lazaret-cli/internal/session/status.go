@@ -20,6 +20,8 @@ import (
 	"lazaret.dev/pkg/domainstore"
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/netsidecar"
+	"lazaret.dev/pkg/pinresolver"
 	"lazaret.dev/pkg/store"
 )
 
@@ -78,6 +80,76 @@ type NetworkStatus struct {
 	Allow        []string `json:"allow"`
 	Deny         []string `json:"deny"`
 	Resolvers    []string `json:"resolvers"`
+	// The fields below are set for a policy with host names only.
+	AllowHosts   []string     `json:"allow_hosts,omitempty"`
+	DenyHosts    []string     `json:"deny_hosts,omitempty"`
+	NameUpstream string       `json:"name_upstream,omitempty"`
+	Pins         []PinStatus  `json:"pins,omitempty"`
+	Refusals     []NameStatus `json:"refusals,omitempty"`
+	NameLog      string       `json:"name_log,omitempty"`
+	NameLogError string       `json:"name_log_error,omitempty"`
+}
+
+// PinStatus is an address the pinning resolver admitted, the names that
+// resolved to it, and how long its pin lasts. Names are sandbox data,
+// escaped (pinresolver.EscapeName).
+type PinStatus struct {
+	Address          string   `json:"address"`
+	Names            []string `json:"names"`
+	RemainingSeconds float64  `json:"remaining_seconds"`
+}
+
+// NameStatus is one refusal of the pinning resolver: a name outside the
+// allowlist ("refused") or an address a name answered that the static
+// policy denies ("rebinding").
+type NameStatus struct {
+	Time   string `json:"time"`
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// printable is s with every rune outside printable ASCII escaped, quotes
+// removed: a reason names policy rules and addresses, but nothing from a
+// log reaches a terminal unescaped.
+func printable(s string) string {
+	q := strconv.QuoteToASCII(s)
+	return q[1 : len(q)-1]
+}
+
+// RecentRefusals is how many refusals status shows.
+const RecentRefusals = 10
+
+// nameStatus adds the name rules and what the name log says to n.
+func nameStatus(n *NetworkStatus, p *netpolicy.DerivedNetworkPolicy, dir string, now time.Time, refusals int) {
+	if !p.HasNames() {
+		return
+	}
+	for _, r := range p.NameRules {
+		if r.Action == netpolicy.Allow {
+			n.AllowHosts = append(n.AllowHosts, r.Pattern)
+		} else {
+			n.DenyHosts = append(n.DenyHosts, r.Pattern)
+		}
+	}
+	n.NameUpstream = p.NameUpstream.String()
+	n.NameLog = control.NameLogPath(dir)
+	sum, err := netsidecar.ReadNameLog(n.NameLog, now, refusals)
+	if err != nil {
+		n.NameLogError = err.Error()
+		return
+	}
+	for _, pin := range sum.Pins {
+		ps := PinStatus{Address: pin.Address.String(), Names: []string{}, RemainingSeconds: pin.Expires.Sub(now).Round(100 * time.Millisecond).Seconds()}
+		for _, name := range pin.Names {
+			ps.Names = append(ps.Names, pinresolver.EscapeName(name))
+		}
+		n.Pins = append(n.Pins, ps)
+	}
+	for _, r := range sum.Refusals {
+		n.Refusals = append(n.Refusals, NameStatus{Time: r.Time.UTC().Format(time.RFC3339), Kind: r.Kind,
+			Name: pinresolver.EscapeName(r.Name), Reason: printable(r.Reason)})
+	}
 }
 
 func networkStatus(p *netpolicy.DerivedNetworkPolicy, digest ids.Digest) *NetworkStatus {
@@ -224,6 +296,7 @@ func domainStatus(runtimeRoot, storageRoot string, id ids.DomainID, locks map[lo
 	}
 	if pol, digest, err := control.ReadNetworkPolicy(p.Dir); err == nil {
 		st.Network = networkStatus(pol, digest)
+		nameStatus(st.Network, pol, p.Dir, time.Now(), RecentRefusals)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		st.NetworkError = err.Error()
 	}

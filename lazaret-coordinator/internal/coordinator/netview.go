@@ -75,24 +75,9 @@ type sidecarNetwork struct {
 // newSidecarNetwork derives the policy of the resolved configuration and
 // locates the programs the network step runs.
 func newSidecarNetwork(s *scope, a *stateAnchor, stderr io.Writer) (*sidecarNetwork, error) {
-	rd := s.cfg.Readiness()
-	t := netpolicy.Targets{}
-	for _, d := range rd.Denied {
-		t.Denied = append(t.Denied, netpolicy.Destination{Address: d.Address, Port: d.Port})
-	}
-	for _, p := range rd.Permitted {
-		t.Permitted = append(t.Permitted, netpolicy.Destination{Address: p.Address, Port: p.Port})
-	}
-	var resolvers []netip.Addr
-	for _, d := range rd.DNS {
-		t.DNS = append(t.DNS, netpolicy.DNSTarget{Resolver: d.Resolver, Query: d.Query})
-		if !slices.Contains(resolvers, d.Resolver) {
-			resolvers = append(resolvers, d.Resolver)
-		}
-	}
-	pol, err := netpolicy.Derive(s.cfg.EffectiveAllow(), s.cfg.EffectiveDeny(), resolvers)
+	pol, t, err := netsidecar.PolicyOf(s.cfg)
 	if err != nil {
-		return nil, fmt.Errorf("deriving the network policy of profile %q: %w", s.cfg.Profile(), err)
+		return nil, err
 	}
 	enc, err := pol.Encode()
 	if err != nil {
@@ -127,8 +112,14 @@ func (n *sidecarNetwork) NamespacePath() string { return n.netns }
 func (n *sidecarNetwork) Participant() bool     { return true }
 func (n *sidecarNetwork) Lost() <-chan struct{} { return n.lost }
 
-// Resolvers are the only DNS servers the policy lets the sandbox reach.
+// Resolvers are the DNS servers the sandbox's resolv.conf names: the
+// pinning resolver on the enforcement end for a policy with names (the
+// only way a name's addresses become reachable), else the only resolvers
+// the policy lets the sandbox reach.
 func (n *sidecarNetwork) Resolvers() []netip.Addr {
+	if n.policy.HasNames() {
+		return []netip.Addr{netpath.DefaultLink.Addr().Next()}
+	}
 	var out []netip.Addr
 	for _, r := range n.policy.Resolvers {
 		out = append(out, r.Address)
@@ -188,7 +179,14 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	}
 	n.ch = ch
 	// Not bound to ctx: the sidecar holds the namespaces until Release.
-	argv, files, err := handoff.Render(&netsidecar.Descriptors{Channel: child, Policy: mem})
+	names, err := control.OpenNameLog(s.paths.Dir)
+	if err != nil {
+		mem.Close()
+		child.Close()
+		return err
+	}
+	defer names.Close()
+	argv, files, err := handoff.Render(&netsidecar.Descriptors{Channel: child, Policy: mem, Names: names})
 	var cmd *exec.Cmd
 	if err == nil {
 		cmd, err = n.anchor.command(context.Background(), append([]string{n.unshare, "--net", "--mount", "--", n.sidecar}, argv...))
@@ -412,8 +410,10 @@ func (n *sidecarNetwork) Release(ctx context.Context) error {
 	if err := s.releaseIntent(domainstore.RoleNetwork, nil); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(s.paths.Dir, control.NetworkPolicyName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("removing the network policy file", "err", err.Error())
+	for _, name := range []string{control.NetworkPolicyName, control.NameLogName} {
+		if err := os.Remove(filepath.Join(s.paths.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("removing the network policy's file", "file", name, "err", err.Error())
+		}
 	}
 	method := "network sidecar never started"
 	if n.ch != nil {
@@ -451,8 +451,10 @@ func recoverNetwork(s *scope, o *domainstore.ParticipantOwnership) (string, erro
 			return "", fmt.Errorf("process %d is still in the recorded enforcement namespace %v, and no record identifies it; stop it, then run recovery again", pid, *o.Network.Namespace)
 		}
 	}
-	if err := os.Remove(filepath.Join(s.paths.Dir, control.NetworkPolicyName)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("removing the network policy file: %w", err)
+	for _, name := range []string{control.NetworkPolicyName, control.NameLogName} {
+		if err := os.Remove(filepath.Join(s.paths.Dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("removing %s: %w", name, err)
+		}
 	}
 	return "no process is in the recorded enforcement namespace (the network sidecar exits when its coordinator's channel ends)", nil
 }
