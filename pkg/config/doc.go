@@ -1,6 +1,8 @@
 // Package config loads, validates and resolves the Lazaret trusted host
-// configuration v1 (schema "lazaret-trusted-host-config-v1") and computes
-// DomainIdV1 and ConfigurationFingerprintV1.
+// configuration v1 (schema "lazaret-trusted-host-config-v1") and v2
+// ("lazaret-trusted-host-config-v2": v1 plus host-name policy) and computes
+// DomainIdV1 and ConfigurationFingerprintV1 or V2. It also holds the pure
+// host-name matcher (MatchHost, DecideHost) that enforcement applies.
 //
 // Resolution is a pure planner over the document and the host as it is: it
 // reads the filesystem and the environment but creates, writes and deletes
@@ -11,10 +13,12 @@
 // problem found, each with file, line, column, field path and Rule.
 //
 // Files:
-//   - document.go: strict TOML decoding (go-toml/v2) and key positions.
+//   - document.go: strict TOML decoding (go-toml/v2) into the v1 or v2
+//     shape, and key positions.
 //   - grammar.go: names, paths, image references, DNS names.
 //   - validate.go: the rules that need only the document.
 //   - network.go: prefixes, effective sets, readiness.
+//   - hosts.go: host patterns, MatchHost and DecideHost.
 //   - source.go: openat2 source plans and executable checks (Linux).
 //   - resolve.go: Resolve and ResolvedDomainConfiguration.
 //   - digest.go: the digest preimages.

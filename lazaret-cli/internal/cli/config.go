@@ -122,6 +122,19 @@ type checkReport struct {
 	EscalationEnabled        bool            `json:"escalation_enabled"`
 	AutoApprovalRules        []ruleReport    `json:"auto_approval_rules"`
 	PendingCreates           []string        `json:"pending_creates"`
+	// HostPolicy is set for a schema v2 document only, so a v1 report
+	// keeps exactly the v1 keys.
+	*HostPolicy
+}
+
+// HostPolicy is the host-name policy of a schema v2 document.
+type HostPolicy struct {
+	SchemaVersion       int      `json:"schema_version"`
+	EffectiveAllowHosts []string `json:"effective_allow_hosts"`
+	EffectiveDenyHosts  []string `json:"effective_deny_hosts"`
+	// Resolver is the upstream resolver for allowed names; null when the
+	// profile allows none.
+	Resolver *string `json:"resolver"`
 }
 
 type envReport struct {
@@ -152,6 +165,12 @@ type readinessReport struct {
 	Denied    []targetReport `json:"denied"`
 	Permitted []targetReport `json:"permitted"`
 	DNS       []dnsReport    `json:"dns"`
+	Hosts     []hostReport   `json:"hosts,omitempty"` // v2 only
+}
+
+type hostReport struct {
+	Name string `json:"name"`
+	Port uint16 `json:"port"`
 }
 
 type ruleReport struct {
@@ -211,6 +230,21 @@ func newCheckReport(file string, cfg *config.ResolvedDomainConfiguration) *check
 	for _, d := range rd.DNS {
 		r.Readiness.DNS = append(r.Readiness.DNS, dnsReport{d.Resolver.String(), d.Query})
 	}
+	if cfg.SchemaVersion() == 2 {
+		r.HostPolicy = &HostPolicy{
+			SchemaVersion:       2,
+			EffectiveAllowHosts: append([]string{}, cfg.EffectiveAllowHosts()...),
+			EffectiveDenyHosts:  append([]string{}, cfg.EffectiveDenyHosts()...),
+		}
+		if a, ok := cfg.NameResolver(); ok {
+			s := a.String()
+			r.Resolver = &s
+		}
+		r.Readiness.Hosts = []hostReport{}
+		for _, h := range rd.Hosts {
+			r.Readiness.Hosts = append(r.Readiness.Hosts, hostReport{h.Name, h.Port})
+		}
+	}
 	for _, rule := range cfg.AutoApprovalRules() {
 		r.AutoApprovalRules = append(r.AutoApprovalRules, ruleReport{rule.CanonicalExecutable, append([]string{}, rule.Args...), rule.AllowExtraArgs})
 	}
@@ -228,6 +262,21 @@ func (r *checkReport) writeText(w io.Writer) error {
 	fmt.Fprintf(&b, "image:                     %s\n", r.Image)
 	fmt.Fprintf(&b, "effective allow:           %s\n", listOrNone(r.EffectiveAllow))
 	fmt.Fprintf(&b, "effective deny:            %s\n", listOrNone(r.EffectiveDeny))
+	if hp := r.HostPolicy; hp != nil {
+		fmt.Fprintf(&b, "schema version:            %d\n", hp.SchemaVersion)
+		fmt.Fprintf(&b, "allowed host names:        %s\n", listOrNone(hp.EffectiveAllowHosts))
+		fmt.Fprintf(&b, "denied host names:         %s\n", listOrNone(hp.EffectiveDenyHosts))
+		resolver := "(none)"
+		if hp.Resolver != nil {
+			resolver = *hp.Resolver
+		}
+		fmt.Fprintf(&b, "name resolver:             %s\n", resolver)
+		hosts := make([]string, len(r.Readiness.Hosts))
+		for i, h := range r.Readiness.Hosts {
+			hosts[i] = fmt.Sprintf("%s:%d", h.Name, h.Port)
+		}
+		fmt.Fprintf(&b, "readiness hosts:           %s\n", listOrNone(hosts))
+	}
 	for _, p := range r.PendingCreates {
 		fmt.Fprintf(&b, "will be created at start:  %s\n", p)
 	}
@@ -247,8 +296,9 @@ func configInitCommand() *cli.Command {
 		Name:  "init",
 		Usage: "write a commented starter configuration",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "profile", Value: "dev", Usage: "name of the starter profile"},
+			&cli.StringFlag{Name: "profile", Value: "dev", Usage: "name of the starter profile (default with --agent: the agent's name)"},
 			&cli.StringFlag{Name: "image", Value: defaultStarterImage, Usage: "OCI image `REF` of the starter profile"},
+			&cli.StringFlag{Name: "agent", Usage: "write a schema v2 starter whose profile allows the host names `AGENT` needs: " + strings.Join(agentNames(), ", ")},
 			configFileFlag(),
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing file"},
 		},
@@ -258,6 +308,13 @@ func configInitCommand() *cli.Command {
 
 func runConfigInit(c *cli.Context) error {
 	profile := c.String("profile")
+	agent := c.String("agent")
+	if agent != "" && !c.IsSet("profile") {
+		profile = agent
+	}
+	if _, ok := agentPresets[agent]; agent != "" && !ok {
+		return fmt.Errorf("unknown agent %q for --agent; valid agents: %s", agent, strings.Join(agentNames(), ", "))
+	}
 	if !config.ValidProfileName(profile) {
 		return fmt.Errorf("profile name %q must match [A-Za-z0-9][A-Za-z0-9._-]{0,63} and not be . or ..", profile)
 	}
@@ -269,7 +326,13 @@ func runConfigInit(c *cli.Context) error {
 	if image == "" || strings.ContainsAny(image, "\"\\\n\r\x00") {
 		return fmt.Errorf("--image %q must be a nonempty OCI image reference without quotes, backslashes or line breaks", image)
 	}
-	if err := writeNewFile(file, []byte(starterConfig(profile, image)), c.Bool("force")); err != nil {
+	data := starterConfig(profile, image)
+	if agent != "" {
+		if data, err = agentStarterConfig(agent, profile, image); err != nil {
+			return err
+		}
+	}
+	if err := writeNewFile(file, []byte(data), c.Bool("force")); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "wrote %s\ncheck it with: lazaret-cli config check --profile %s\n", file, profile)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,6 +96,11 @@ func TestConfigInitThenCheck(t *testing.T) {
 		s, _ := report[k].(string)
 		if len(s) != 64 || strings.ToLower(s) != s {
 			t.Errorf("%s = %q is not lowercase hex of 32 bytes", k, s)
+		}
+	}
+	for _, k := range []string{"schema_version", "effective_allow_hosts", "effective_deny_hosts", "resolver"} {
+		if _, ok := report[k]; ok {
+			t.Errorf("v1 JSON has the v2 key %q", k)
 		}
 	}
 	deny, _ := report["effective_deny"].([]any)
@@ -285,4 +291,94 @@ func TestConfigInitRuleExample(t *testing.T) {
 		t.Errorf("JSON output %v: %s", err, stdout)
 	}
 	t.Logf("config check stderr: %s", stderr)
+}
+
+func TestConfigInitAgentPresets(t *testing.T) {
+	for _, agent := range agentNames() {
+		t.Run(agent, func(t *testing.T) {
+			h := newHost(t)
+			if _, stderr, err := runApp(t, "config", "init", "--agent", agent); err != nil {
+				t.Fatalf("init: %v %s", err, stderr)
+			}
+			stdout, stderr, err := runApp(t, "config", "check", "--profile", agent, "--workspace", h.ws, "--json")
+			if err != nil {
+				t.Fatalf("check of the %s preset: %v\n%s", agent, err, stderr)
+			}
+			if stderr != "" {
+				t.Errorf("check warns: %s", stderr)
+			}
+			var report struct {
+				Profile             string   `json:"profile"`
+				SchemaVersion       int      `json:"schema_version"`
+				EffectiveAllow      []string `json:"effective_allow"`
+				EffectiveAllowHosts []string `json:"effective_allow_hosts"`
+				EffectiveDenyHosts  []string `json:"effective_deny_hosts"`
+				Resolver            *string  `json:"resolver"`
+				Readiness           struct {
+					Denied []targetReport `json:"denied"`
+					Hosts  []hostReport   `json:"hosts"`
+				} `json:"readiness"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &report); err != nil {
+				t.Fatalf("output is not one JSON object: %v\n%s", err, stdout)
+			}
+			p := agentPresets[agent]
+			if report.Profile != agent || report.SchemaVersion != 2 {
+				t.Errorf("profile %q schema version %d", report.Profile, report.SchemaVersion)
+			}
+			if len(report.EffectiveAllow) != 0 {
+				t.Errorf("the preset opens IPv4 prefixes: %v", report.EffectiveAllow)
+			}
+			for _, want := range []string{p.readiness, "registry.npmjs.org"} {
+				if !slices.Contains(report.EffectiveAllowHosts, want) {
+					t.Errorf("allow hosts %v lack %s", report.EffectiveAllowHosts, want)
+				}
+			}
+			if len(report.EffectiveAllowHosts) != len(p.hosts) || report.EffectiveDenyHosts == nil {
+				t.Errorf("allow hosts %v, deny hosts %v", report.EffectiveAllowHosts, report.EffectiveDenyHosts)
+			}
+			if report.Resolver == nil || *report.Resolver != "1.1.1.1" {
+				t.Errorf("resolver %v", report.Resolver)
+			}
+			if len(report.Readiness.Hosts) != 1 || report.Readiness.Hosts[0] != (hostReport{p.readiness, 443}) {
+				t.Errorf("readiness hosts %v", report.Readiness.Hosts)
+			}
+			if len(report.Readiness.Denied) != 1 || report.Readiness.Denied[0].Address != presetDeniedAddress {
+				t.Errorf("readiness denied %v", report.Readiness.Denied)
+			}
+			data, err := os.ReadFile(h.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, host := range p.hosts {
+				if !strings.Contains(string(data), `"`+host.name+`", `) || !strings.Contains(string(data), "# "+host.why+"\n") {
+					t.Errorf("%s is not written with its purpose", host.name)
+				}
+			}
+			if !strings.Contains(string(data), "change it to a resolver you trust") {
+				t.Error("the resolver comment is missing")
+			}
+			text, _, err := runApp(t, "config", "check", "--profile", agent, "--workspace", h.ws)
+			if err != nil || !strings.Contains(text, "name resolver:             1.1.1.1") || !strings.Contains(text, "readiness hosts:           "+p.readiness+":443") {
+				t.Errorf("text output: %v\n%s", err, text)
+			}
+		})
+	}
+}
+
+func TestConfigInitAgentProfileAndErrors(t *testing.T) {
+	h := newHost(t)
+	_, _, err := runApp(t, "config", "init", "--agent", "copilot")
+	if err == nil || !strings.Contains(err.Error(), "claude, codex, gemini") {
+		t.Errorf("unknown agent: %v", err)
+	}
+	if _, err := os.Stat(h.file); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an unknown agent wrote a file: %v", err)
+	}
+	if _, stderr, err := runApp(t, "config", "init", "--agent", "codex", "--profile", "agent.ci"); err != nil {
+		t.Fatalf("init: %v %s", err, stderr)
+	}
+	if _, stderr, err := runApp(t, "config", "check", "--profile", "agent.ci", "--workspace", h.ws); err != nil {
+		t.Errorf("check of a renamed preset profile: %v %s", err, stderr)
+	}
 }
