@@ -14,7 +14,7 @@ import (
 )
 
 // serveUDP runs hs.s.ServeUDP on 127.0.0.1 until the test ends.
-func serveUDP(t *testing.T, hs *harness) net.Addr {
+func serveUDP(t testing.TB, hs *harness) net.Addr {
 	t.Helper()
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
