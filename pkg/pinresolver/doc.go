@@ -73,7 +73,8 @@
 // them. In the answer section, records of class IN are considered: the
 // CNAME chain is followed from the query name, one CNAME at a time whose
 // owner is the current name, for at most MaxCNAMEHops hops; a loop, a name
-// with two CNAMEs, or a longer chain makes the exchange fail (SERVFAIL).
+// with CNAMEs to two different targets, or a longer chain makes the exchange
+// fail (SERVFAIL).
 // CNAME targets are not checked against Config.Names: the owner of an
 // allowed name vouches for where it points, and every address still goes
 // through Config.Admit. The A records owned by the final name of the chain
@@ -96,7 +97,11 @@
 // answer longer than its pin. The clamp can raise a TTL: an upstream TTL of
 // 0 is answered and pinned for MinTTL, which is the price of letting a
 // client connect after it has read the answer. Pin must extend an existing
-// pin to at least ttl, and never shorten it.
+// pin to at least ttl, and never shorten it. The pin starts when Pin is
+// called and the client's cache when the answer arrives, so a client that
+// uses the address at the very end of its TTL can find the pin gone by the
+// delivery delay; rounding the TTL down absorbs part of that, and Pin may
+// add a few seconds of grace.
 //
 // When every candidate address was refused, or there was none, the response
 // is NOERROR with the CNAME chain and no A records, reported as an Unpinned
