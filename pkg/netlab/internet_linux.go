@@ -44,6 +44,7 @@ var (
 	// pinned a name that resolves to them (see DynamicSuffix).
 	InternetNamed = []netip.Addr{
 		netip.MustParseAddr("198.19.0.10"), netip.MustParseAddr("198.19.0.11"), netip.MustParseAddr("198.19.0.12"),
+		netip.MustParseAddr("198.19.0.13"),
 	}
 	// InternetShadowed is in 198.51.100.64/26, which profiles deny.
 	InternetShadowed = netip.MustParseAddr("198.51.100.65")

@@ -13,6 +13,12 @@ import (
 	"time"
 )
 
+// PinGrace is added to every pin beyond the TTL the pinning resolver
+// answers with: a client caches an answer for its TTL from when it
+// arrives, a moment after the pin began, and must not find the address
+// closed while its cache still names it.
+const PinGrace = 2 * time.Second
+
 // NameLogLimit bounds the name log. The sandbox chooses how many queries
 // it sends, so the log cannot grow with them: when a record would pass
 // the limit, the log starts over with a snapshot of the pins the kernel

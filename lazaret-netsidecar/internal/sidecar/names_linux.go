@@ -40,7 +40,9 @@ func startNames(log *slog.Logger, path *netpath.Path, policy *netpolicy.DerivedN
 			d, ok := decider.AdmitLearned(a)
 			return ok, d.String()
 		},
-		Pin: pinner.Pin,
+		// The client may cache an answer for its whole TTL from when it
+		// arrives, a little after the pin began: the grace covers that.
+		Pin: func(addrs []netip.Addr, ttl time.Duration) error { return pinner.Pin(addrs, ttl+netsidecar.PinGrace) },
 		Event: func(ev pinresolver.Event) {
 			level := slog.LevelInfo
 			if ev.Kind != pinresolver.Pinned && ev.Kind != pinresolver.Unpinned {

@@ -144,7 +144,7 @@ func TestSidecarPinsNames(t *testing.T) {
 		if got := dial("198.19.7.14:80", time.Second); got != netpath.Connected {
 			t.Fatalf("while pinned: %v", got)
 		}
-		time.Sleep(pinresolver.DefaultMinTTL + 1500*time.Millisecond)
+		time.Sleep(pinresolver.DefaultMinTTL + netsidecar.PinGrace + 1500*time.Millisecond)
 		if got := dial("198.19.7.14:80", 500*time.Millisecond); got != netpath.TimedOut {
 			t.Fatalf("after the pin's floor: %v", got)
 		}
