@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
 	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/netpolicy"
 )
