@@ -40,9 +40,11 @@ func NewPinner(ns *os.File, plan *nftplan.Plan) (*Pinner, error) {
 	if !ok || !o.Timeout {
 		return nil, fmt.Errorf("pinning addresses: the plan has no %q set (its policy has no names)", nftplan.SetPinned)
 	}
-	c, err := nftConn(ns)
+	// One lasting netlink socket: opening a socket in another network
+	// namespace for every batch costs more than the batch.
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())), nftables.AsLasting())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("opening nftables connection in %q: %w", ns.Name(), err)
 	}
 	t := &nftables.Table{Family: o.Family, Name: o.Table}
 	return &Pinner{ns: ns, c: c, now: time.Now, expires: map[netip.Addr]time.Time{},
@@ -94,6 +96,14 @@ func (p *Pinner) Pin(addrs []netip.Addr, ttl time.Duration) error {
 		return fmt.Errorf("pinning addresses in %q: %w", p.ns.Name(), err)
 	}
 	return nil
+}
+
+// Close releases the netlink socket. Pins stay until they expire or the
+// namespace ends.
+func (p *Pinner) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.c.CloseLasting()
 }
 
 // Pin is one pinned address and when its pin runs out.

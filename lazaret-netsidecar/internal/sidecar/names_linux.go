@@ -20,8 +20,9 @@ import (
 // for the sandbox on the enforcement end's port 53 (UDP and TCP), which
 // the input chain admits from the sandbox and nothing else.
 type nameService struct {
-	udp net.PacketConn
-	tcp net.Listener
+	udp    net.PacketConn
+	tcp    net.Listener
+	pinner *netpath.Pinner
 }
 
 // startNames starts the pinning resolver for policy on path's gateway.
@@ -70,7 +71,7 @@ func startNames(log *slog.Logger, path *netpath.Path, policy *netpolicy.DerivedN
 		udp.Close()
 		return nil, fmt.Errorf("starting the pinning resolver on %s/tcp: %w", at, err)
 	}
-	s := &nameService{udp: udp, tcp: tcp}
+	s := &nameService{udp: udp, tcp: tcp, pinner: pinner}
 	go func() {
 		if err := srv.ServeUDP(udp); err != nil && !errors.Is(err, net.ErrClosed) {
 			log.Error("pinning resolver stopped serving UDP", "error", err)
@@ -92,6 +93,7 @@ func (s *nameService) Close() {
 	}
 	s.udp.Close()
 	s.tcp.Close()
+	s.pinner.Close()
 }
 
 func nameRules(p *netpolicy.DerivedNetworkPolicy) string {
