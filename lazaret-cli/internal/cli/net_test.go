@@ -1,14 +1,19 @@
 package cli
 
 import (
+	"encoding/json"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"lazaret.dev/pkg/control"
+	"lazaret.dev/pkg/ids"
 	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/netsidecar"
 )
 
 const explainConfig = `schema = "lazaret-trusted-host-config-v1"
@@ -99,7 +104,7 @@ func TestNetExplainErrors(t *testing.T) {
 		args []string
 		want *regexp.Regexp
 	}{
-		{"host name", []string{"--profile", "dev", "example.com"}, regexp.MustCompile(`address "example.com": not an IP address with an optional port .*resolve a name first`)},
+		{"neither address nor host name", []string{"--profile", "dev", "not_a_host"}, regexp.MustCompile(`address "not_a_host": not an IP address with an optional port`)},
 		{"port out of range", []string{"--profile", "dev", "192.0.2.1:99999"}, regexp.MustCompile(`port "99999" is not a number from 1 to 65535`)},
 		{"port zero", []string{"--profile", "dev", "192.0.2.1:0"}, regexp.MustCompile(`port 0 is not a destination port`)},
 		{"no address", []string{"--profile", "dev"}, regexp.MustCompile(`want exactly one ADDRESS\[:PORT\], got 0`)},
@@ -160,4 +165,95 @@ func FuzzParseExplainTarget(f *testing.F) {
 			t.Fatalf("%q: accepted %v port %d", s, a, p)
 		}
 	})
+}
+
+const namesConfig = `schema = "lazaret-trusted-host-config-v2"
+
+[profiles.dev]
+image = "localhost/agent:1"
+allow_hosts = ["api.example.com", "*.example.net"]
+deny_hosts = ["tracker.example.net"]
+resolver = "198.51.100.53"
+
+[profiles.dev.readiness]
+denied = [{ address = "203.0.113.200", port = 443 }]
+hosts = [{ name = "api.example.com", port = 443 }]
+`
+
+// TestNetNames: net explain decides host names and reports an address a
+// name has pinned in the running Domain; net log lists the refusals,
+// every name escaped.
+func TestNetNames(t *testing.T) {
+	h := newHost(t)
+	if err := os.MkdirAll(filepath.Dir(h.file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h.file, []byte(namesConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runApp(t, "config", "check", "--profile", "dev", "--workspace", h.ws, "--json")
+	if err != nil {
+		t.Fatalf("config check: %v\n%s", err, out)
+	}
+	var rep struct {
+		RuntimeRoot string `json:"runtime_root"`
+		DomainID    string `json:"domain_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var id ids.DomainID
+	if err := ids.ParseHex(id[:], rep.DomainID, "domain ID"); err != nil {
+		t.Fatal(err)
+	}
+	dir := control.DomainPaths(rep.RuntimeRoot, id).Dir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := control.OpenNameLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := netsidecar.NewNameLog(f, 0, nil)
+	now := time.Now()
+	for _, r := range []netsidecar.NameLogRecord{
+		{Time: now, Kind: "pinned", Name: "cdn.example.net", Rule: "*.example.net", Addresses: []netip.Addr{netip.MustParseAddr("198.19.0.9")}, TTLMillis: 60000},
+		{Time: now, Kind: "refused", Name: "x\x1b[2J\n.evil.test", Reason: "name not allowed"},
+		{Time: now, Kind: "rebinding", Name: "rebind.example.net", Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Reason: "denied by deny prefix 10.0.0.0/8"},
+	} {
+		if err := log.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		stdout, stderr, err := runApp(t, append(append([]string{"net"}, args...), "--profile", "dev", "--workspace", h.ws)...)
+		if strings.ContainsRune(stdout+stderr, 0x1b) {
+			t.Fatalf("output carries an escape byte: %q", stdout+stderr)
+		}
+		return stdout + stderr, exitCode(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"explain", "api.example.com"}, 0, "api.example.com: allowed by host pattern api.example.com"},
+		{[]string{"explain", "API.Example.com"}, 0, "allowed by host pattern api.example.com"},
+		{[]string{"explain", "cdn.example.net"}, 0, "pinned now: 198.19.0.9 for"},
+		{[]string{"explain", "tracker.example.net"}, 1, "refused by deny_hosts pattern tracker.example.net"},
+		{[]string{"explain", "example.org"}, 1, "refused: no allow_hosts pattern matches"},
+		{[]string{"explain", "198.19.0.9"}, 0, "but allowed now: the running sandbox has it pinned"},
+		{[]string{"explain", "198.19.0.8"}, 1, "denied: no prefix matches"},
+		{[]string{"log"}, 0, `refused x\x1b\x5b2\x4a\x0a.evil.test`},
+		{[]string{"log"}, 0, "rebinding rebind.example.net -> 10.0.0.1: denied by deny prefix 10.0.0.0/8"},
+		{[]string{"log", "--all"}, 0, "pinned cdn.example.net -> 198.19.0.9 for 1m0s"},
+	} {
+		out, code := run(tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.want) {
+			t.Errorf("net %s: exit %d, output:\n%s\nwant exit %d and %q", strings.Join(tc.args, " "), code, out, tc.code, tc.want)
+		}
+	}
 }
