@@ -61,6 +61,8 @@
 // datagram whose ID, QR bit, opcode and question (name compared without
 // regard to case, type A, class IN) do not all match is ignored as a
 // possible spoof and the socket keeps reading until the attempt's deadline;
+// the same query is sent again on the same socket every quarter of the
+// attempt, so one lost datagram costs a quarter, not the whole attempt;
 // when no matching answer arrives in time the client gets SERVFAIL. An
 // answer with TC set is retried once over TCP, where a mismatching answer
 // fails at once. Each attempt has its own Config.UpstreamTimeout. A failed

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -577,5 +578,27 @@ func TestResponseSizeLimits(t *testing.T) {
 				t.Fatalf("pins %d", len(pins))
 			}
 		})
+	}
+}
+
+// TestLostUpstreamDatagramResent: the first query to the upstream is
+// lost; the same query, resent within the attempt, is answered, and the
+// answer counts.
+func TestLostUpstreamDatagramResent(t *testing.T) {
+	var seen atomic.Int32
+	answer := answerWith(dnsmessage.RCodeSuccess, rrA("www.example.com", "93.184.216.34", 300))
+	hs := newHarness(t, func(tcp bool, q dnsmessage.Message) []byte {
+		if seen.Add(1) == 1 {
+			return nil
+		}
+		return answer(tcp, q)
+	}, func(c *Config) { c.UpstreamTimeout = 800 * time.Millisecond })
+	m := hs.resolve(t, mkQuery(0x4321, "www.example.com", dnsmessage.TypeA, 0))
+	if got := answerAddrs(m); !slices.Equal(got, addrs("93.184.216.34")) {
+		t.Fatalf("answer addresses = %v (rcode %v)", got, m.RCode)
+	}
+	q := hs.up.received()
+	if len(q) != 2 || q[0].ID != q[1].ID {
+		t.Fatalf("upstream got %d queries, want the same query twice", len(q))
 	}
 }

@@ -105,6 +105,12 @@ func (s *Server) exchangeUDP(ctx context.Context, msg []byte, id uint16, name st
 	if _, err := conn.Write(msg); err != nil {
 		return upstreamAnswer{}, fmt.Errorf("sending upstream query: %w", err)
 	}
+	// One lost datagram must not cost the whole attempt: the same query
+	// (same ID and socket, so a late answer to the first send still
+	// matches) is sent again every quarter of the attempt.
+	end := time.Now().Add(s.cfg.UpstreamTimeout)
+	resend := s.cfg.UpstreamTimeout / 4
+	_ = conn.SetReadDeadline(time.Now().Add(resend))
 	buf := bufPool.Get().(*[streamMaxSize]byte)
 	defer bufPool.Put(buf)
 	var ignored error
@@ -112,6 +118,18 @@ func (s *Server) exchangeUDP(ctx context.Context, msg []byte, id uint16, name st
 		n, err := conn.Read(buf[:])
 		if err != nil {
 			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil && time.Now().Before(end) {
+				// A resend that fails (the attempt's deadline passed in
+				// between) ends the attempt as a timeout.
+				if _, werr := conn.Write(msg); werr == nil {
+					next := time.Now().Add(resend)
+					if next.After(end) {
+						next = end
+					}
+					_ = conn.SetReadDeadline(next)
+					continue
+				}
+			}
 			if errors.As(err, &ne) && ne.Timeout() {
 				if ignored != nil {
 					return upstreamAnswer{}, fmt.Errorf("%w over UDP (ignored: %v)", ErrUpstreamTimeout, ignored)
