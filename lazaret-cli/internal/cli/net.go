@@ -41,6 +41,11 @@ const defaultExplainPort = 443
 // SlirpAddresses, docs/NETWORK.md).
 var connectivityHelperAddresses = []netip.Addr{netip.MustParseAddr("10.0.2.2"), netip.MustParseAddr("10.0.2.3")}
 
+// pinningResolver is the enforcement end of the sandbox's link, where the
+// pinning resolver listens for a profile with allow_hosts (pkg/netpath
+// DefaultLink).
+var pinningResolver = netip.MustParseAddr("10.255.255.1")
+
 // ErrExplainAddress means the ADDRESS argument of `net explain` is not an
 // IP address with an optional port.
 var ErrExplainAddress = errors.New("not an IP address with an optional port")
@@ -244,6 +249,11 @@ func runNetExplain(c *cli.Context) error {
 		return fail("net explain: %v", err)
 	}
 	allowed := ex.Decision.Allowed
+	if ex.names && addr == pinningResolver && port == netpolicy.DNSPort && proto != netpolicy.ProtocolICMP {
+		// The input chain admits exactly this from the sandbox.
+		fmt.Fprintf(stdout, "%s: allowed: DNS to the pinning resolver (the sandbox's only resolver)\nprofile %q, policy digest %s\n", ex.Destination, ex.Profile, ex.Digest)
+		return nil
+	}
 	if err := ex.writeText(stdout); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/netpath"
 	"lazaret.dev/pkg/netpolicy"
 	"lazaret.dev/pkg/netsidecar"
 )
@@ -247,6 +248,8 @@ func TestNetNames(t *testing.T) {
 		{[]string{"explain", "example.org"}, 1, "refused: no allow_hosts pattern matches"},
 		{[]string{"explain", "198.19.0.9"}, 0, "but allowed now: the running sandbox has it pinned"},
 		{[]string{"explain", "198.19.0.8"}, 1, "denied: no prefix matches"},
+		{[]string{"explain", "10.255.255.1:53", "--udp"}, 0, "allowed: DNS to the pinning resolver"},
+		{[]string{"explain", "10.255.255.1:22"}, 1, "denied by deny prefix 10.0.0.0/8"},
 		{[]string{"log"}, 0, `refused x\x1b\x5b2\x4a\x0a.evil.test`},
 		{[]string{"log"}, 0, "rebinding rebind.example.net -> 10.0.0.1: denied by deny prefix 10.0.0.0/8"},
 		{[]string{"log", "--all"}, 0, "pinned cdn.example.net -> 198.19.0.9 for 1m0s"},
@@ -255,5 +258,11 @@ func TestNetNames(t *testing.T) {
 		if code != tc.code || !strings.Contains(out, tc.want) {
 			t.Errorf("net %s: exit %d, output:\n%s\nwant exit %d and %q", strings.Join(tc.args, " "), code, out, tc.code, tc.want)
 		}
+	}
+}
+
+func TestPinningResolverAddress(t *testing.T) {
+	if want := netpath.DefaultLink.Addr().Next(); pinningResolver != want {
+		t.Fatalf("net explain's pinning resolver %v, the enforcement end is %v", pinningResolver, want)
 	}
 }
