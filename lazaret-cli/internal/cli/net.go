@@ -20,6 +20,7 @@ import (
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/layout"
 	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/netprofile"
 	"lazaret.dev/pkg/netsidecar"
 	"lazaret.dev/pkg/paths"
 	"lazaret.dev/pkg/pinresolver"
@@ -184,7 +185,7 @@ type explanation struct {
 
 // explain derives the profile's policy and decides one destination.
 func explain(cfg *config.ResolvedDomainConfiguration, hosts []netip.Addr, addr netip.Addr, port uint16, proto netpolicy.Protocol) (*explanation, error) {
-	pol, _, err := netsidecar.PolicyOf(cfg)
+	pol, _, err := netprofile.PolicyOf(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +286,7 @@ func runNetExplain(c *cli.Context) error {
 // decides, and which of its addresses the running sandbox has pinned.
 func explainName(c *cli.Context, cfg *config.ResolvedDomainConfiguration, name, dir string) error {
 	stdout := c.App.Writer
-	pol, _, err := netsidecar.PolicyOf(cfg)
+	pol, _, err := netprofile.PolicyOf(cfg)
 	if err != nil {
 		fmt.Fprintf(c.App.ErrWriter, "net explain: %v\n", err)
 		return &cmdmain.ExitError{Code: netExitError}

@@ -27,6 +27,7 @@ import (
 	"lazaret.dev/pkg/locate"
 	"lazaret.dev/pkg/netpath"
 	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/netprofile"
 	"lazaret.dev/pkg/netsidecar"
 )
 
@@ -75,7 +76,7 @@ type sidecarNetwork struct {
 // newSidecarNetwork derives the policy of the resolved configuration and
 // locates the programs the network step runs.
 func newSidecarNetwork(s *scope, a *stateAnchor, stderr io.Writer) (*sidecarNetwork, error) {
-	pol, t, err := netsidecar.PolicyOf(s.cfg)
+	pol, t, err := netprofile.PolicyOf(s.cfg)
 	if err != nil {
 		return nil, err
 	}

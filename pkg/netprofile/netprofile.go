@@ -1,4 +1,8 @@
-package netsidecar
+// Package netprofile derives the network policy and readiness targets of
+// a resolved configuration. It is its own package so that the network
+// sidecar, which only decodes policies, does not link the configuration
+// parser.
+package netprofile
 
 import (
 	"fmt"
