@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"lazaret.dev/pkg/netpolicy"
 )
 
 // SchemaID is the v1 dispatch identifier.
@@ -185,27 +187,11 @@ func checkImage(s string) string {
 // digits (so no name can be mistaken for an IPv4 address).
 func checkDNSName(s string) string {
 	const rule = "must be a strict DNS name: lowercase LDH labels of 1 to 63 characters, at least two labels, at most 253 characters, no trailing dot"
-	if len(s) == 0 || len(s) > 253 {
-		return rule
+	if netpolicy.CheckHostName(s) == nil {
+		return ""
 	}
-	labels := strings.Split(s, ".")
-	if len(labels) < 2 {
-		return rule
-	}
-	for _, l := range labels {
-		if len(l) == 0 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return rule
-		}
-		for i := 0; i < len(l); i++ {
-			c := l[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return rule
-			}
-		}
-	}
-	last := labels[len(labels)-1]
-	if strings.Trim(last, "0123456789") == "" {
+	if last := s[strings.LastIndexByte(s, '.')+1:]; strings.Contains(s, ".") && last != "" && strings.Trim(last, "0123456789") == "" {
 		return rule + ", and a final label that is not all digits"
 	}
-	return ""
+	return rule
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"slices"
 	"strings"
+
+	"lazaret.dev/pkg/netpolicy"
 )
 
 // A host pattern names the host names a profile allows or denies: a strict
@@ -31,48 +33,10 @@ func checkHostPattern(s string) string {
 // matches the identical name; "*.example.com" matches "a.example.com" and
 // "a.b.example.com" but not "example.com". Both must be valid: a pattern
 // that is not a host pattern, or a name that is not a strict DNS name
-// (uppercase, a trailing dot, any other byte), matches nothing.
-func MatchHost(pattern, name string) bool {
-	if checkHostPattern(pattern) != "" || checkDNSName(name) != "" {
-		return false
-	}
-	return matchHost(pattern, name)
-}
-
-// matchHost is MatchHost for a valid pattern and name.
-func matchHost(pattern, name string) bool {
-	base, wild := strings.CutPrefix(pattern, wildcardPrefix)
-	if !wild {
-		return name == pattern
-	}
-	// A suffix "."+base with at least one byte before it: the name has one
-	// or more labels in front of the base.
-	return len(name) > len(base)+1 && strings.HasSuffix(name, base) && name[len(name)-len(base)-1] == '.'
-}
-
-// moreSpecific reports whether pattern a is more specific than b: an exact
-// name beats a wildcard, and a longer wildcard base beats a shorter one.
-func moreSpecific(a, b string) bool {
-	aw, bw := strings.HasPrefix(a, wildcardPrefix), strings.HasPrefix(b, wildcardPrefix)
-	if aw != bw {
-		return !aw
-	}
-	return len(a) > len(b)
-}
-
-// bestMatch returns the most specific valid pattern in list matching name.
-func bestMatch(list []string, name string) (string, bool) {
-	best, found := "", false
-	for _, p := range list {
-		if checkHostPattern(p) != "" || !matchHost(p, name) {
-			continue
-		}
-		if !found || moreSpecific(p, best) {
-			best, found = p, true
-		}
-	}
-	return best, found
-}
+// (uppercase, a trailing dot, any other byte), matches nothing. The
+// matcher is the network policy's (netpolicy.MatchHost), so what the
+// configuration accepts is what the pinning resolver enforces.
+func MatchHost(pattern, name string) bool { return netpolicy.MatchHost(pattern, name) }
 
 // DecideHost applies host-name policy to a query name, which the caller has
 // already lowercased: deny beats allow, so a name matched by any deny
@@ -83,16 +47,15 @@ func bestMatch(list []string, name string) (string, bool) {
 // not a strict DNS name is refused with rule "". Invalid patterns in the
 // lists match nothing. DecideHost never panics, whatever the bytes.
 func DecideHost(allow, deny []string, name string) (allowed bool, rule string) {
-	if checkDNSName(name) != "" {
-		return false, ""
+	rules := make([]netpolicy.NameRule, 0, len(allow)+len(deny))
+	for _, p := range deny {
+		rules = append(rules, netpolicy.NameRule{Pattern: p, Action: netpolicy.Deny})
 	}
-	if p, ok := bestMatch(deny, name); ok {
-		return false, p
+	for _, p := range allow {
+		rules = append(rules, netpolicy.NameRule{Pattern: p, Action: netpolicy.Allow})
 	}
-	if p, ok := bestMatch(allow, name); ok {
-		return true, p
-	}
-	return false, ""
+	d := netpolicy.DecideHost(rules, name)
+	return d.Allowed, d.Rule.Pattern
 }
 
 // hostSet is a deduplicated set of host patterns remembering where each

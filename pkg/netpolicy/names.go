@@ -107,27 +107,50 @@ func (d NameDecision) String() string {
 	return "refused by deny_hosts pattern " + d.Rule.Pattern
 }
 
-// DecideName decides a host name against the policy's name rules: a
-// matching deny rule wins over any allow rule; otherwise a matching allow
-// rule admits the name; otherwise it is refused. A name that is not a
-// strict DNS name matches nothing and is refused. Safe for any string.
+// DecideName decides a host name against the policy's name rules; see
+// DecideHost.
 func (p *DerivedNetworkPolicy) DecideName(name string) NameDecision {
-	var allow NameRule
-	for _, r := range p.NameRules {
+	return DecideHost(p.NameRules, name)
+}
+
+// DecideHost decides a host name against name rules: a matching deny rule
+// wins over any allow rule; otherwise a matching allow rule admits the
+// name; otherwise it is refused. The rule reported is the most specific
+// that matched on the deciding side: an exact name before a wildcard, a
+// longer wildcard base before a shorter one. A name that is not a strict
+// DNS name, and a rule that is not a host pattern, match nothing. Safe for
+// any string.
+func DecideHost(rules []NameRule, name string) NameDecision {
+	var deny, allow NameRule
+	for _, r := range rules {
 		if !MatchHost(r.Pattern, name) {
 			continue
 		}
+		best := &allow
 		if r.Action == Deny {
-			return NameDecision{Rule: r}
+			best = &deny
 		}
-		if allow.Pattern == "" {
-			allow = r
+		if best.Pattern == "" || moreSpecific(r.Pattern, best.Pattern) {
+			*best = r
 		}
 	}
-	if allow.Pattern != "" {
+	switch {
+	case deny.Pattern != "":
+		return NameDecision{Rule: deny}
+	case allow.Pattern != "":
 		return NameDecision{Allowed: true, Rule: allow}
 	}
 	return NameDecision{}
+}
+
+// moreSpecific reports whether pattern a is more specific than b: an exact
+// name beats a wildcard, and a longer wildcard base beats a shorter one.
+func moreSpecific(a, b string) bool {
+	aw, bw := strings.HasPrefix(a, "*."), strings.HasPrefix(b, "*.")
+	if aw != bw {
+		return !aw
+	}
+	return len(a) > len(b)
 }
 
 // HasNames reports whether the policy admits egress by host name.
