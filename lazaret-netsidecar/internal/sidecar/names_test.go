@@ -3,6 +3,8 @@ package sidecar_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -113,6 +115,44 @@ func TestSidecarPinsNames(t *testing.T) {
 		}
 		if got := dial("198.19.7.13:80", time.Second); got != netpath.Connected {
 			t.Fatalf("after resolution: %v", got)
+		}
+	})
+	t.Run("dns over tcp", func(t *testing.T) {
+		// The input chain admits TCP to port 53 of the enforcement end too;
+		// a stub resolver falls back to it after a truncated answer.
+		var c net.Conn
+		if err := netpath.InNetNS(sbx, func() error {
+			var err error
+			c, err = net.DialTimeout("tcp4", netip.AddrPortFrom(gw, 53).String(), time.Second)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		id, q, err := netpath.EncodeQuery(dyn("198-19-7-13.ttl60"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := c.Write(append([]byte{byte(len(q) >> 8), byte(len(q))}, q...)); err != nil {
+			t.Fatal(err)
+		}
+		var l [2]byte
+		if _, err := io.ReadFull(c, l[:]); err != nil {
+			t.Fatal(err)
+		}
+		msg := make([]byte, int(l[0])<<8|int(l[1]))
+		if _, err := io.ReadFull(c, msg); err != nil {
+			t.Fatal(err)
+		}
+		got, match, err := netpath.DecodeAnswer(msg, id, dyn("198-19-7-13.ttl60"))
+		if err != nil || !match || len(got) != 1 || got[0] != a("198.19.7.13") {
+			t.Fatalf("over TCP: %v %v %v", got, match, err)
+		}
+	})
+	t.Run("other ports of the enforcement end stay closed", func(t *testing.T) {
+		if got := dial(netip.AddrPortFrom(gw, 54).String(), 500*time.Millisecond); got != netpath.TimedOut {
+			t.Fatalf("10.255.255.1:54: %v", got)
 		}
 	})
 	t.Run("unlisted name refused", func(t *testing.T) {
