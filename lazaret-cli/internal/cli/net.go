@@ -301,7 +301,7 @@ func explainName(c *cli.Context, cfg *config.ResolvedDomainConfiguration, name, 
 	if !d.Allowed {
 		return &cmdmain.ExitError{Code: netExitDenied}
 	}
-	fmt.Fprintf(stdout, "its A records are forwarded to %s; each address is pinned for the record's TTL (10 s to 1 h) unless a deny prefix, a private or structural range or a host address covers it\n", pol.NameUpstream)
+	fmt.Fprintf(stdout, "its A records are forwarded to %s; each address is pinned for the record's TTL (raised to 10 s, at most 1 h, plus 2 s) unless a deny prefix, a private or structural range or a host address covers it\n", pol.NameUpstream)
 	sum, err := netsidecar.ReadNameLog(control.NameLogPath(dir), time.Now(), 0)
 	if err == nil {
 		for _, p := range sum.Pins {
