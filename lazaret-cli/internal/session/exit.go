@@ -33,7 +33,10 @@ func ExitCode(e protocol.SessionExit) (int, string) {
 		}
 		return int(*e.ExitCode), ""
 	case protocol.ExitTerminated:
-		return ExitTerminated, ""
+		// Said on stderr: a command killed from outside (a generation
+		// that failed, a runtime that died, the kernel) must not end
+		// looking like one that chose to exit 137.
+		return ExitTerminated, "lazaret: the session's process was killed by a signal"
 	case protocol.ExitRuntimeLost:
 		return ExitRuntimeLost, "lazaret: the sandbox runtime was lost; the session ended without an exit status (see the coordinator log)"
 	}

@@ -11,7 +11,7 @@ func TestExitCode(t *testing.T) {
 		message bool
 	}{
 		{"exited", ExitCodeCase{outcome: 0, code: &three}, 3, false},
-		{"terminated", ExitCodeCase{outcome: 1}, ExitTerminated, false},
+		{"terminated", ExitCodeCase{outcome: 1}, ExitTerminated, true},
 		{"runtime lost", ExitCodeCase{outcome: 2}, ExitRuntimeLost, true},
 	}
 	for _, tt := range tests {
