@@ -172,7 +172,7 @@ func imageLoad(c *cli.Context) error {
 		return err
 	}
 	bar := newProgressBar(c.App.ErrWriter, filepath.Base(file))
-	res, err := s.Load(c.Context, file, store.LoadOptions{Tag: c.String("tag"), Platform: plat, Progress: bar.update})
+	res, err := s.Load(c.Context, file, store.LoadOptions{Tag: c.String("tag"), Platform: plat, Progress: func(e store.Event) { bar.update(e.Done, e.Total) }})
 	bar.finish()
 	if err != nil {
 		return err
@@ -198,7 +198,7 @@ func imagePull(c *cli.Context) error {
 		return err
 	}
 	bar := newProgressBar(c.App.ErrWriter, ref)
-	e, err := registry.Pull(c.Context, s, ref, registry.PullOptions{Platform: plat, Insecure: c.Bool("insecure"), Progress: bar.update})
+	e, err := registry.Pull(c.Context, s, ref, registry.PullOptions{Platform: plat, Insecure: c.Bool("insecure"), Progress: func(e store.Event) { bar.update(e.Done, e.Total) }})
 	bar.finish()
 	if err != nil {
 		return err
