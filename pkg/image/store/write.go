@@ -276,13 +276,15 @@ func (st *staging) putImage(img v1.Image) (v1.Descriptor, error) {
 		return v1.Descriptor{}, fmt.Errorf("config %s lists %d layer diff IDs for %d layers: %w", m.Config.Digest, len(cfg.RootFS.DiffIDs), len(m.Layers), ErrDigest)
 	}
 	for i, l := range m.Layers {
-		// LayerByDigest of a remote image fetches nothing; only
-		// Compressed does, and putBlob calls it only for a missing blob.
-		layer, err := img.LayerByDigest(l.Digest)
-		if err != nil {
-			return v1.Descriptor{}, fmt.Errorf("layer %s: %w: %w", l.Digest, ErrMissingBlob, err)
+		// The source is asked for a layer only when the store lacks it.
+		open := func() (io.ReadCloser, error) {
+			layer, err := img.LayerByDigest(l.Digest)
+			if err != nil {
+				return nil, err
+			}
+			return layer.Compressed()
 		}
-		if err := st.putBlob(Blob{What: "layer", Index: i + 1, Digest: l.Digest, Size: l.Size}, layer.Compressed); err != nil {
+		if err := st.putBlob(Blob{What: "layer", Index: i + 1, Digest: l.Digest, Size: l.Size}, open); err != nil {
 			return v1.Descriptor{}, err
 		}
 	}
