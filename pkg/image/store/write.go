@@ -132,8 +132,8 @@ func (s *Store) pruneStagings() (int, error) {
 	return n, nil
 }
 
-// present reports whether this staging or the store already holds the
-// blob want of size bytes, and if so records it as present.
+// present reports whether this staging or the store already holds b (a
+// regular file of b's size under its digest), and if so reports it present.
 func (st *staging) present(b Blob) bool {
 	if !st.blobs[b.Digest.Hex] {
 		fi, err := os.Lstat(st.s.blobPath(b.Digest))
