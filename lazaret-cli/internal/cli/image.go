@@ -8,15 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"lazaret.dev/pkg/image/build"
 	"lazaret.dev/pkg/image/registry"
@@ -171,9 +170,9 @@ func imageLoad(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	bar := newProgressBar(c.App.ErrWriter, filepath.Base(file))
-	res, err := s.Load(c.Context, file, store.LoadOptions{Tag: c.String("tag"), Platform: plat, Progress: bar.update})
-	bar.finish()
+	prog := newImageProgress(c.App.ErrWriter, filepath.Base(file), false)
+	res, err := s.Load(c.Context, file, store.LoadOptions{Tag: c.String("tag"), Platform: plat, Progress: prog.update})
+	prog.end()
 	if err != nil {
 		return err
 	}
@@ -197,12 +196,17 @@ func imagePull(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	bar := newProgressBar(c.App.ErrWriter, ref)
-	e, err := registry.Pull(c.Context, s, ref, registry.PullOptions{Platform: plat, Insecure: c.Bool("insecure"), Progress: bar.update})
-	bar.finish()
+	before, err := s.List()
 	if err != nil {
 		return err
 	}
+	prog := newImageProgress(c.App.ErrWriter, ref, true)
+	e, err := registry.Pull(c.Context, s, ref, registry.PullOptions{Platform: plat, Insecure: c.Bool("insecure"), Progress: prog.update})
+	if err != nil {
+		prog.end()
+		return err
+	}
+	prog.finish(slices.ContainsFunc(before, func(b store.Entry) bool { return b.Ref == e.Ref && b.Manifest == e.Manifest }))
 	fmt.Fprintf(c.App.Writer, "pulled %s %s\n", e.Ref, e.Manifest)
 	return nil
 }
@@ -342,56 +346,4 @@ func humanSize(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
-}
-
-// progressBar draws one line on w while bytes are stored, only when w is a
-// terminal; otherwise it stays silent.
-type progressBar struct {
-	mu    sync.Mutex
-	w     io.Writer
-	label string
-	on    bool
-	last  time.Time
-	drawn bool
-}
-
-func newProgressBar(w io.Writer, label string) *progressBar {
-	f, ok := w.(*os.File)
-	on := ok && isTerminal(f)
-	return &progressBar{w: w, label: label, on: on}
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-func (b *progressBar) update(done, total int64) {
-	if !b.on {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := time.Now()
-	if done < total && now.Sub(b.last) < 100*time.Millisecond {
-		return
-	}
-	b.last = now
-	const width = 30
-	frac := 0.0
-	if total > 0 {
-		frac = float64(done) / float64(total)
-	}
-	frac = min(frac, 1)
-	fill := int(frac * width)
-	fmt.Fprintf(b.w, "\r%s [%s%s] %3.0f%% %s/%s", b.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), frac*100, humanSize(done), humanSize(total))
-	b.drawn = true
-}
-
-func (b *progressBar) finish() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.drawn {
-		fmt.Fprintln(b.w)
-	}
 }

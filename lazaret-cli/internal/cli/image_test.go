@@ -3,16 +3,27 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/urfave/cli/v2"
 
+	"lazaret.dev/pkg/image/build"
 	"lazaret.dev/pkg/image/store"
 )
 
@@ -22,6 +33,16 @@ func runImage(t *testing.T, root string, args ...string) (string, error) {
 }
 
 func runImageArgs(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, errOut, err := runImageStderr(t, args...)
+	if errOut != "" {
+		t.Errorf("stderr is not a terminal, yet got %q", errOut)
+	}
+	return out, err
+}
+
+// runImageStderr runs the CLI with stdout and stderr not terminals.
+func runImageStderr(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	// A missing --storage-root must never reach the real default root.
 	t.Setenv("XDG_DATA_HOME", filepath.Join(t.TempDir(), "unused-data-home"))
@@ -34,10 +55,7 @@ func runImageArgs(t *testing.T, args ...string) (string, error) {
 	}
 	full := append([]string{"lazaret-cli"}, args...)
 	err := app.RunContext(context.Background(), full)
-	if errOut.Len() != 0 {
-		t.Errorf("stderr is not a terminal, yet got %q", errOut.String())
-	}
-	return out.String(), err
+	return out.String(), errOut.String(), err
 }
 
 func TestImageCommands(t *testing.T) {
@@ -161,5 +179,82 @@ func TestImageCommandErrors(t *testing.T) {
 				t.Fatalf("error %v, want one mentioning %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestImagePullTwice pulls from a registry on 127.0.0.1 (plain HTTP, as
+// for every loopback registry) with stderr not a terminal: one line per
+// layer and a summary, nothing redrawn; the second pull downloads nothing.
+func TestImagePullTwice(t *testing.T) {
+	var blobGets atomic.Int64
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+			blobGets.Add(1)
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/team/agent:1"
+	tree := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tree, "motd"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	layer, err := build.Layer(tree, build.Options{Time: time.Unix(1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := build.Image([]v1.Layer{layer}, build.Config{Cmd: []string{"/bin/sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag(ref)
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := img.Digest()
+	ld, _ := layer.Digest()
+	for _, v := range []string{"HOME", "DOCKER_CONFIG", "XDG_CONFIG_HOME", "XDG_RUNTIME_DIR"} {
+		t.Setenv(v, t.TempDir())
+	}
+	root := filepath.Join(t.TempDir(), "storage")
+
+	blobGets.Store(0)
+	out, errOut, err := runImageStderr(t, "image", "--storage-root", root, "pull", ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "pulled " + ref + " " + digest.String() + "\n"; out != want {
+		t.Errorf("stdout %q, want %q", out, want)
+	}
+	if strings.ContainsAny(errOut, "\r\x1b") {
+		t.Errorf("stderr is not a terminal, yet the progress redraws: %q", errOut)
+	}
+	short := ld.String()[:len("sha256:")+12]
+	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], ref+": 1 layer, ") ||
+		!strings.HasPrefix(lines[1], "layer 1/1 "+short+" ") || !strings.HasSuffix(lines[1], ": downloading") ||
+		!strings.HasSuffix(lines[2], ": done") ||
+		!regexp.MustCompile(`^`+regexp.QuoteMeta(ref)+`: [0-9.]+ [kM]?B downloaded in `).MatchString(lines[3]) {
+		t.Errorf("first pull's stderr:\n%s", errOut)
+	}
+	if blobGets.Load() != 2 {
+		t.Errorf("first pull fetched %d blobs, want config and layer", blobGets.Load())
+	}
+
+	blobGets.Store(0)
+	out, errOut, err = runImageStderr(t, "image", "--storage-root", root, "pull", ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "pulled "+ref) {
+		t.Errorf("second pull's stdout %q", out)
+	}
+	if want := "layer 1/1 " + short + " "; !strings.Contains(errOut, want) || !strings.Contains(errOut, ": already stored\n") ||
+		!strings.HasSuffix(errOut, ref+": up to date, 0 B downloaded\n") {
+		t.Errorf("second pull's stderr:\n%s", errOut)
+	}
+	if blobGets.Load() != 0 {
+		t.Errorf("second pull fetched %d blobs, want none", blobGets.Load())
 	}
 }

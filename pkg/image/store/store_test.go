@@ -401,3 +401,61 @@ func TestOpenImageSurvivesPrune(t *testing.T) {
 		t.Fatalf("reading a pruned layer through the open image: %v", err)
 	}
 }
+
+// sealed is an image whose config and layers can no longer be read, as a
+// registry image would be with the registry gone: only its manifest is.
+type sealed struct{ v1.Image }
+
+var errSealed = errors.New("source read")
+
+func (s sealed) RawConfigFile() ([]byte, error)          { return nil, errSealed }
+func (s sealed) ConfigFile() (*v1.ConfigFile, error)     { return nil, errSealed }
+func (s sealed) LayerByDigest(v1.Hash) (v1.Layer, error) { return nil, errSealed }
+func (s sealed) LayerByDiffID(v1.Hash) (v1.Layer, error) { return nil, errSealed }
+func (s sealed) Layers() ([]v1.Layer, error)             { return nil, errSealed }
+func (s sealed) ConfigName() (v1.Hash, error)            { return v1.Hash{}, errSealed }
+
+func TestPutAgainReadsNoBlob(t *testing.T) {
+	s := openStore(t)
+	img := testImage(t, "again")
+	kinds := func(evs []store.Event) map[string][]store.EventKind {
+		out := map[string][]store.EventKind{}
+		for _, e := range evs {
+			if e.Kind != store.BlobBytes && e.Kind != store.ImageStart {
+				out[e.Blob.What] = append(out[e.Blob.What], e.Kind)
+			}
+		}
+		return out
+	}
+	var first []store.Event
+	if _, err := s.Put(context.Background(), "localhost/again:1", img, func(e store.Event) { first = append(first, e) }); err != nil {
+		t.Fatal(err)
+	}
+	end := first[len(first)-1]
+	if end.Copied != end.Total || end.Done != end.Total || end.LayersDone != 1 || end.Layers != 1 {
+		t.Errorf("first put ended at %+v, want every byte copied", end)
+	}
+	for what, ks := range kinds(first) {
+		if len(ks) != 2 || ks[0] != store.BlobStart || ks[1] != store.BlobDone {
+			t.Errorf("first put: %s events %v, want start then done", what, ks)
+		}
+	}
+
+	var second []store.Event
+	e, err := s.Put(context.Background(), "localhost/again:2", sealed{img}, func(e store.Event) { second = append(second, e) })
+	if err != nil {
+		t.Fatalf("storing an image whose blobs the store holds read them from the source: %v", err)
+	}
+	if want, _ := img.Digest(); e.Manifest != want {
+		t.Errorf("second put stored %s, want %s", e.Manifest, want)
+	}
+	end = second[len(second)-1]
+	if end.Copied != 0 || end.Done != end.Total || end.LayersDone != 1 {
+		t.Errorf("second put ended at %+v, want nothing copied and everything present", end)
+	}
+	for what, ks := range kinds(second) {
+		if len(ks) != 1 || ks[0] != store.BlobPresent {
+			t.Errorf("second put: %s events %v, want present", what, ks)
+		}
+	}
+}

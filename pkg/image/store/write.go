@@ -26,9 +26,49 @@ func sha256Hash(b []byte) v1.Hash {
 	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}
 }
 
-// Progress receives the bytes written so far and the total expected for
-// one image; total counts manifest, config and every layer.
-type Progress func(done, total int64)
+// Progress receives an Event at each step of storing one image. It is
+// called from the goroutine that stores, never concurrently.
+type Progress func(Event)
+
+// EventKind says what an Event reports.
+type EventKind int
+
+const (
+	// ImageStart opens an image: Total and Layers are set, nothing is
+	// stored yet.
+	ImageStart EventKind = iota
+	// BlobStart: Blob is missing from the store and its copy begins.
+	BlobStart
+	// BlobBytes: bytes of Blob were copied; Done and Copied grew.
+	BlobBytes
+	// BlobDone: Blob was copied and verified.
+	BlobDone
+	// BlobPresent: the store already holds Blob, so it was not read from
+	// the source at all.
+	BlobPresent
+)
+
+// Blob names one blob of the image being stored.
+type Blob struct {
+	What   string // "manifest", "config" or "layer"
+	Index  int    // 1-based position among the layers; 0 for manifest and config
+	Digest v1.Hash
+	Size   int64
+}
+
+// Event is the state of storing one image after a step.
+type Event struct {
+	Kind EventKind
+	Blob Blob // the blob concerned; zero for ImageStart
+	// Done counts the bytes of the image's blobs copied or found present,
+	// of Total (manifest, config and every layer).
+	Done, Total int64
+	// Copied counts the bytes read from the source: blobs the store did
+	// not hold. A second pull of the same image copies none.
+	Copied int64
+	// LayersDone of Layers are copied or found present.
+	LayersDone, Layers int
+}
 
 // staging is one load or pull's private directory under tmp/. Its lock
 // file is held for the staging's lifetime so Prune can tell a live staging
@@ -39,8 +79,8 @@ type staging struct {
 	lockf *os.File
 	blobs map[string]bool // hex digests staged here
 
-	progress    Progress
-	done, total int64
+	progress Progress
+	ev       Event // the current image's state
 }
 
 func (s *Store) newStaging() (*staging, error) {
@@ -92,20 +132,32 @@ func (s *Store) pruneStagings() (int, error) {
 	return n, nil
 }
 
-// putBlob stores the content of open under the name want, verifying its
-// digest and size as it is written. A blob the store already holds is not
-// copied again.
-func (st *staging) putBlob(what string, want v1.Hash, size int64, open func() (io.ReadCloser, error)) error {
+// present reports whether this staging or the store already holds b (a
+// regular file of b's size under its digest), and if so reports it present.
+func (st *staging) present(b Blob) bool {
+	if !st.blobs[b.Digest.Hex] {
+		fi, err := os.Lstat(st.s.blobPath(b.Digest))
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != b.Size {
+			return false
+		}
+	}
+	st.ev.Done += b.Size
+	st.emit(BlobPresent, b)
+	return true
+}
+
+// putBlob stores the content of open as the blob b, verifying its digest
+// and size as it is written. A blob the store already holds is not read
+// from the source at all: open is not called.
+func (st *staging) putBlob(b Blob, open func() (io.ReadCloser, error)) error {
+	what, want, size := b.What, b.Digest, b.Size
 	if want.Algorithm != "sha256" {
 		return fmt.Errorf("%s %s: digest algorithm %q: %w", what, want, want.Algorithm, ErrUnsupported)
 	}
-	if st.blobs[want.Hex] {
+	if st.present(b) {
 		return nil
 	}
-	if fi, err := os.Lstat(st.s.blobPath(want)); err == nil && fi.Mode().IsRegular() && fi.Size() == size {
-		st.advance(size)
-		return nil
-	}
+	st.emit(BlobStart, b)
 	rc, err := open()
 	if err != nil {
 		return fmt.Errorf("%s %s: %w: %w", what, want, ErrMissingBlob, err)
@@ -117,7 +169,7 @@ func (st *staging) putBlob(what string, want v1.Hash, size int64, open func() (i
 		return fmt.Errorf("staging %s %s: %w", what, want, err)
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h, progressWriter{st}), rc)
+	n, err := io.Copy(io.MultiWriter(f, h, progressWriter{st, b}), rc)
 	if err != nil {
 		f.Close()
 		if errors.Is(err, fs.ErrNotExist) {
@@ -139,23 +191,34 @@ func (st *staging) putBlob(what string, want v1.Hash, size int64, open func() (i
 		return fmt.Errorf("%s %s: content is %d bytes, the manifest says %d: %w", what, want, n, size, ErrDigest)
 	}
 	st.blobs[want.Hex] = true
+	st.emit(BlobDone, b)
 	return nil
 }
 
 func hexOf(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
 
-type progressWriter struct{ st *staging }
+type progressWriter struct {
+	st *staging
+	b  Blob
+}
 
 func (w progressWriter) Write(p []byte) (int, error) {
-	w.st.advance(int64(len(p)))
+	w.st.ev.Done += int64(len(p))
+	w.st.ev.Copied += int64(len(p))
+	w.st.emit(BlobBytes, w.b)
 	return len(p), nil
 }
 
-func (st *staging) advance(n int64) {
-	st.done += n
-	if st.progress != nil {
-		st.progress(st.done, st.total)
+// emit reports a step; a finished layer counts towards LayersDone.
+func (st *staging) emit(k EventKind, b Blob) {
+	if b.What == "layer" && (k == BlobDone || k == BlobPresent) {
+		st.ev.LayersDone++
 	}
+	if st.progress == nil {
+		return
+	}
+	st.ev.Kind, st.ev.Blob = k, b
+	st.progress(st.ev)
 }
 
 var (
@@ -191,22 +254,18 @@ func (st *staging) putImage(img v1.Image) (v1.Descriptor, error) {
 			return v1.Descriptor{}, fmt.Errorf("layer %s has media type %q (non-distributable or unknown): %w", l.Digest, l.MediaType, ErrUnsupported)
 		}
 	}
-	st.done, st.total = 0, int64(len(raw))+m.Config.Size
+	st.ev = Event{Total: int64(len(raw)) + m.Config.Size, Layers: len(m.Layers)}
 	for _, l := range m.Layers {
-		st.total += l.Size
+		st.ev.Total += l.Size
 	}
-	if err := st.putBlob("manifest", digest, int64(len(raw)), func() (io.ReadCloser, error) {
+	st.emit(ImageStart, Blob{})
+	if err := st.putBlob(Blob{What: "manifest", Digest: digest, Size: int64(len(raw))}, func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(raw)), nil
 	}); err != nil {
 		return v1.Descriptor{}, err
 	}
-	rawCfg, err := img.RawConfigFile()
+	rawCfg, err := st.config(img, m.Config)
 	if err != nil {
-		return v1.Descriptor{}, fmt.Errorf("config %s: %w: %w", m.Config.Digest, ErrMissingBlob, err)
-	}
-	if err := st.putBlob("config", m.Config.Digest, m.Config.Size, func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(rawCfg)), nil
-	}); err != nil {
 		return v1.Descriptor{}, err
 	}
 	cfg, err := v1.ParseConfigFile(bytes.NewReader(rawCfg))
@@ -216,12 +275,16 @@ func (st *staging) putImage(img v1.Image) (v1.Descriptor, error) {
 	if len(cfg.RootFS.DiffIDs) != len(m.Layers) {
 		return v1.Descriptor{}, fmt.Errorf("config %s lists %d layer diff IDs for %d layers: %w", m.Config.Digest, len(cfg.RootFS.DiffIDs), len(m.Layers), ErrDigest)
 	}
-	for _, l := range m.Layers {
-		layer, err := img.LayerByDigest(l.Digest)
-		if err != nil {
-			return v1.Descriptor{}, fmt.Errorf("layer %s: %w: %w", l.Digest, ErrMissingBlob, err)
+	for i, l := range m.Layers {
+		// The source is asked for a layer only when the store lacks it.
+		open := func() (io.ReadCloser, error) {
+			layer, err := img.LayerByDigest(l.Digest)
+			if err != nil {
+				return nil, err
+			}
+			return layer.Compressed()
 		}
-		if err := st.putBlob("layer", l.Digest, l.Size, layer.Compressed); err != nil {
+		if err := st.putBlob(Blob{What: "layer", Index: i + 1, Digest: l.Digest, Size: l.Size}, open); err != nil {
 			return v1.Descriptor{}, err
 		}
 	}
@@ -231,6 +294,29 @@ func (st *staging) putImage(img v1.Image) (v1.Descriptor, error) {
 		Digest:    digest,
 		Platform:  cfg.Platform(),
 	}, nil
+}
+
+// config stages the config blob d of img and returns its content. A config
+// the store already holds is read from the store, not from img, so that
+// storing an image again reads no blob from its source.
+func (st *staging) config(img v1.Image, d v1.Descriptor) ([]byte, error) {
+	b := Blob{What: "config", Digest: d.Digest, Size: d.Size}
+	if d.Digest.Algorithm == "sha256" && !st.blobs[d.Digest.Hex] {
+		if raw, err := st.s.readBlob(d.Digest); err == nil && int64(len(raw)) == d.Size {
+			st.present(b)
+			return raw, nil
+		}
+	}
+	raw, err := img.RawConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w: %w", d.Digest, ErrMissingBlob, err)
+	}
+	if err := st.putBlob(b, func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(raw)), nil
+	}); err != nil {
+		return nil, err
+	}
+	return raw, nil
 }
 
 // named is one reference to commit.
