@@ -19,16 +19,18 @@ func profileFlag() cli.Flag {
 // workspaceFlag is --workspace: the git workspace of the Domain.
 func workspaceFlag() cli.Flag {
 	return &cli.StringFlag{
-		Name:  "workspace",
-		Usage: "git workspace `DIR` (default: the git top level of the current directory)",
+		Name:      "workspace",
+		TakesFile: true,
+		Usage:     "git workspace `DIR` (default: the git top level of the current directory)",
 	}
 }
 
 // configFileFlag is --config: the configuration file (paths.ConfigFile).
 func configFileFlag() cli.Flag {
 	return &cli.StringFlag{
-		Name:  "config",
-		Usage: "configuration `FILE` (default: $LAZARET_CONFIG, else $XDG_CONFIG_HOME/lazaret/config.toml)",
+		Name:      "config",
+		TakesFile: true,
+		Usage:     "configuration `FILE` (default: $LAZARET_CONFIG, else $XDG_CONFIG_HOME/lazaret/config.toml)",
 	}
 }
 
@@ -36,8 +38,9 @@ func configFileFlag() cli.Flag {
 // overrides the configuration's.
 func storageRootFlag() cli.Flag {
 	return &cli.StringFlag{
-		Name:  "storage-root",
-		Usage: "storage root `DIR` (default: the configuration's storage.data_root, else $XDG_DATA_HOME/lazaret, else ~/.local/share/lazaret)",
+		Name:      "storage-root",
+		TakesFile: true,
+		Usage:     "storage root `DIR` (default: the configuration's storage.data_root, else $XDG_DATA_HOME/lazaret, else ~/.local/share/lazaret)",
 	}
 }
 
