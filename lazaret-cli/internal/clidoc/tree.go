@@ -43,10 +43,12 @@ func nodes(app *cli.App) []node {
 	return out
 }
 
+// visibleCommands are the commands not hidden, and whose name a script
+// can write unquoted (the others, with their subcommands, are left out).
 func visibleCommands(cmds []*cli.Command) []*cli.Command {
 	var out []*cli.Command
 	for _, c := range cmds {
-		if !c.Hidden {
+		if !c.Hidden && word.MatchString(c.Name) {
 			out = append(out, c)
 		}
 	}
