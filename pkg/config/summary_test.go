@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -61,4 +62,35 @@ func TestSummarizeDataRoot(t *testing.T) {
 	if cfg.StorageRoot() != s.StorageRoot || cfg.RuntimeRoot() != s.RuntimeRoot {
 		t.Fatalf("resolve roots %q %q, summary %q %q", cfg.StorageRoot(), cfg.RuntimeRoot(), s.StorageRoot, s.RuntimeRoot)
 	}
+}
+
+// FuzzSummarize: Summarize fails only with problems, and accepts every
+// document Resolve accepts, with the same roots and the resolved profile
+// among its names.
+func FuzzSummarize(f *testing.F) {
+	fx := newFixture(f)
+	for _, s := range []string{testDoc("", ""), testDoc("", "\n[profiles.b]\nimage = \"x\"\n"), "schema = 1", "[storage]\ndata_root = \"~/s\"\n", v2Base} {
+		f.Add([]byte(fx.expand(s)))
+	}
+	opts := fx.options("dev")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Summarize(data, "config.toml", opts.Environment)
+		if err != nil {
+			var ie *InvalidError
+			if s != nil || !errors.As(err, &ie) || len(ie.Problems) == 0 {
+				t.Fatalf("error is not a nonempty *InvalidError alone: %v", err)
+			}
+		}
+		cfg, rerr := Resolve(data, opts)
+		if rerr != nil {
+			return
+		}
+		defer cfg.Close()
+		if err != nil {
+			t.Fatalf("Resolve accepts what Summarize refuses: %v", err)
+		}
+		if s.StorageRoot != cfg.StorageRoot() || s.RuntimeRoot != cfg.RuntimeRoot() || !slices.Contains(s.Profiles, "dev") || s.SchemaVersion != cfg.SchemaVersion() {
+			t.Fatalf("summary %+v disagrees with the resolved configuration", s)
+		}
+	})
 }
