@@ -10,14 +10,20 @@
 #   make fuzz-smoke       every fuzz target for $(FUZZTIME)
 #   make runsc            build the pinned gVisor runsc into bin/ (cached)
 #   make install          all binaries; install-<binary> installs one
+#                         (install-lazaret-cli also its shell completions
+#                         and man pages)
 #   make tla              check the lifecycle model exhaustively (Go checker)
 #
 # Install layout: lazaret-cli in $(BINDIR); the helpers it starts in
-# $(LIBEXECDIR)/lazaret, where lazaret-cli finds them (see pkg/locate).
+# $(LIBEXECDIR)/lazaret, where lazaret-cli finds them (see pkg/locate);
+# lazaret-cli's bash, zsh and fish completions and man pages under
+# $(DATADIR) and $(MANDIR).
 
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 LIBEXECDIR ?= $(PREFIX)/libexec
+DATADIR    ?= $(PREFIX)/share
+MANDIR     ?= $(DATADIR)/man
 DESTDIR    ?=
 
 GO         ?= go
@@ -40,7 +46,7 @@ BUILDENV := CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 # Markdown parser's tables were built at every start of the CLI.
 BUILDFLAGS := -trimpath -tags urfave_cli_no_docs -ldflags '$(LDFLAGS)'
 
-.PHONY: runsc install-runsc bench-runsc all build $(addprefix bin/,$(BINARIES)) bin/testinternet bin/tracecheck test test-root test-user e2e check vet \
+.PHONY: runsc install-runsc bench-runsc all build $(addprefix bin/,$(BINARIES)) bin/$(CLI)-docs bin/testinternet bin/tracecheck test test-root test-user e2e check vet \
 	bench fuzz-smoke install $(addprefix install-,$(BINARIES)) clean tla
 
 all: build
@@ -102,8 +108,20 @@ fuzz-smoke:
 
 install: $(addprefix install-,$(BINARIES)) install-runsc
 
-install-$(CLI): bin/$(CLI)
+# lazaret-cli's completion scripts and man pages, written from its command
+# tree by internal/gendocs run on the build host (GOOS and GOARCH cleared,
+# so a cross build still gets them); the installed binary prints the same
+# scripts with `lazaret-cli completion bash|zsh|fish`.
+bin/$(CLI)-docs:
+	cd $(CLI) && GOWORK=off GOOS= GOARCH= $(GO) run -trimpath ./internal/gendocs ../bin/$(CLI)-docs
+
+install-$(CLI): bin/$(CLI) bin/$(CLI)-docs
 	install -D -m 0755 bin/$(CLI) $(DESTDIR)$(BINDIR)/$(CLI)
+	install -D -m 0644 bin/$(CLI)-docs/completions/$(CLI).bash $(DESTDIR)$(DATADIR)/bash-completion/completions/$(CLI)
+	install -D -m 0644 bin/$(CLI)-docs/completions/_$(CLI) $(DESTDIR)$(DATADIR)/zsh/site-functions/_$(CLI)
+	install -D -m 0644 bin/$(CLI)-docs/completions/$(CLI).fish $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/$(CLI).fish
+	install -d $(DESTDIR)$(MANDIR)/man1
+	install -m 0644 bin/$(CLI)-docs/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
 
 $(addprefix install-,$(HELPERS)): install-%: bin/%
 	install -D -m 0755 bin/$* $(DESTDIR)$(LIBEXECDIR)/lazaret/$*

@@ -21,6 +21,8 @@
 //   - hosts.go: host patterns, MatchHost and DecideHost.
 //   - source.go: openat2 source plans and executable checks (Linux).
 //   - resolve.go: Resolve and ResolvedDomainConfiguration.
+//   - summary.go: Summarize, the profile names and roots of a document
+//     without a selected profile or workspace.
 //   - digest.go: the digest preimages.
 //   - extraargs.go: the one table of executables whose arguments can run a
 //     command or write a file, the extra-argument check of prefix rules

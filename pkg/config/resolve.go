@@ -394,43 +394,11 @@ type resolver struct {
 }
 
 func (r *resolver) roots(at fieldPath, decl *string) {
-	env := r.opts.Environment
-	if h, err := env.Home(); err == nil {
-		if c, err := paths.Canonical(h); err == nil {
-			r.home = c
-		}
-	}
-	var storage string
-	if decl != nil {
-		form, suffix, why := parseHostPath(*decl, false)
-		if why != "" {
-			return // reported by the validator
-		}
-		p, err := expand(form, suffix, r.home, "")
-		if err != nil {
-			r.probs.add(at, RuleRoot, "storage root: %v", err)
-			return
-		}
-		storage = p
-	} else {
-		p, err := env.DefaultStorageRoot()
-		if err != nil {
-			r.probs.add(root(), RuleRoot, "%v; set storage.data_root or $XDG_DATA_HOME", err)
-			return
-		}
-		storage = p
-	}
-	sc, err := paths.Canonical(storage)
-	if err != nil {
-		r.probs.add(at, RuleRoot, "storage root %q: %v", storage, err)
+	home, sc, rc, ok := hostRoots(r.probs, r.opts.Environment, at, decl)
+	r.home = home
+	if !ok {
 		return
 	}
-	rc, err := paths.Canonical(env.RuntimeRoot())
-	if err != nil {
-		r.probs.add(root(), RuleRoot, "runtime root %q: %v", env.RuntimeRoot(), err)
-		return
-	}
-	ok := true
 	ws := r.opts.Workspace
 	if layout.Overlaps(sc, ws) {
 		r.probs.add(at, RuleRoot, "storage root %q and workspace %q must not contain one another", sc, ws)
@@ -441,6 +409,50 @@ func (r *resolver) roots(at fieldPath, decl *string) {
 		ok = false
 	}
 	r.storageRoot, r.runtimeRoot, r.rootsOK = sc, rc, ok
+}
+
+// hostRoots computes the canonical $HOME ("" when unknown) and the
+// canonical storage and runtime roots: the storage root is decl (the
+// document's storage.data_root, at field at) or the default of package
+// paths, the runtime root always the default of package paths. A root
+// that cannot be computed is added to probs and ok is false.
+func hostRoots(probs *problems, env paths.Environment, at fieldPath, decl *string) (home, storageRoot, runtimeRoot string, ok bool) {
+	if h, err := env.Home(); err == nil {
+		if c, err := paths.Canonical(h); err == nil {
+			home = c
+		}
+	}
+	var storage string
+	if decl != nil {
+		form, suffix, why := parseHostPath(*decl, false)
+		if why != "" {
+			return home, "", "", false // reported by the validator
+		}
+		p, err := expand(form, suffix, home, "")
+		if err != nil {
+			probs.add(at, RuleRoot, "storage root: %v", err)
+			return home, "", "", false
+		}
+		storage = p
+	} else {
+		p, err := env.DefaultStorageRoot()
+		if err != nil {
+			probs.add(root(), RuleRoot, "%v; set storage.data_root or $XDG_DATA_HOME", err)
+			return home, "", "", false
+		}
+		storage = p
+	}
+	sc, err := paths.Canonical(storage)
+	if err != nil {
+		probs.add(at, RuleRoot, "storage root %q: %v", storage, err)
+		return home, "", "", false
+	}
+	rc, err := paths.Canonical(env.RuntimeRoot())
+	if err != nil {
+		probs.add(root(), RuleRoot, "runtime root %q: %v", env.RuntimeRoot(), err)
+		return home, "", "", false
+	}
+	return home, sc, rc, true
 }
 
 func (r *resolver) profile(sp *staticProfile) *ResolvedDomainConfiguration {

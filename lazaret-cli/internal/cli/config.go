@@ -14,9 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/config"
-	"lazaret.dev/pkg/layout"
 	"lazaret.dev/pkg/paths"
 )
 
@@ -31,22 +29,15 @@ func configCommand() *cli.Command {
 	}
 }
 
-func configFileFlag() cli.Flag {
-	return &cli.StringFlag{
-		Name:  "config",
-		Usage: "configuration `FILE` (default: $LAZARET_CONFIG, else $XDG_CONFIG_HOME/lazaret/config.toml)",
-	}
-}
-
 func configCheckCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "check",
 		Usage: "validate the configuration and resolve one profile, changing nothing on the host",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "profile", Usage: "profile `NAME` to resolve (exact, case-sensitive)", Required: true},
-			&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
+			profileFlag(),
+			workspaceFlag(),
 			configFileFlag(),
-			&cli.BoolFlag{Name: "json", Usage: "print the resolved configuration as one JSON object"},
+			jsonFlag("the resolved configuration as one object"),
 		},
 		Action: runConfigCheck,
 	}
@@ -57,33 +48,9 @@ func runConfigCheck(c *cli.Context) error {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	env := paths.FromProcess()
-	file, err := env.ConfigFile(c.String("config"))
+	cfg, file, err := resolveDomain(c, 1)
 	if err != nil {
-		fmt.Fprintf(stderr, "configuration path: %v\n", err)
-		return &cmdmain.ExitError{Code: 1}
-	}
-	ws, err := paths.Workspace(c.String("workspace"))
-	if err != nil {
-		fmt.Fprintf(stderr, "%v (use --workspace to name the git workspace)\n", err)
-		return &cmdmain.ExitError{Code: 1}
-	}
-	cfg, err := config.ResolveFile(config.Options{
-		Profile:     c.String("profile"),
-		Workspace:   ws,
-		Layout:      layout.Production(),
-		Environment: env,
-		File:        file,
-	})
-	var invalid *config.InvalidError
-	if errors.As(err, &invalid) {
-		for _, p := range invalid.Problems {
-			fmt.Fprintln(stderr, p.String())
-		}
-		return &cmdmain.ExitError{Code: 1}
-	}
-	if err != nil {
-		return fmt.Errorf("resolving configuration %q: %w", file, err)
+		return err
 	}
 	defer cfg.Close()
 	// Warnings go to stderr in both formats, so the JSON object stays as

@@ -9,7 +9,6 @@ import (
 	"lazaret.dev/lazaret-cli/internal/doctor"
 	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/locate"
-	"lazaret.dev/pkg/paths"
 )
 
 func doctorCommand() *cli.Command {
@@ -19,8 +18,9 @@ func doctorCommand() *cli.Command {
 		Description: "Each check prints ok, warn or fail with one sentence, and for a warning or failure what to do.\n" +
 			"The exit status is 0 when nothing failed and 1 otherwise (docs/OPERATIONS.md).",
 		Flags: []cli.Flag{
+			configFileFlag(),
 			storageRootFlag(),
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+			jsonFlag("one object"),
 			&cli.BoolFlag{Name: "probe-runsc", Usage: "also start a throw-away sandbox with `runsc do /bin/true` on the chosen platform (about 0.3 s)"},
 		},
 		Action: runDoctor,
@@ -35,11 +35,11 @@ func doctorCommand() *cli.Command {
 }
 
 func runDoctor(c *cli.Context) error {
-	storage, err := storageRoot(c.String("storage-root"))
+	r, err := resolveRoots(c, 1)
 	if err != nil {
 		return err
 	}
-	env := paths.FromProcess()
+	storage := r.StorageRoot
 	finder, err := locate.New()
 	if err != nil {
 		return err
@@ -49,7 +49,7 @@ func runDoctor(c *cli.Context) error {
 		return fmt.Errorf("locating lazaret-cli for the namespace probes: %w", err)
 	}
 	opts := doctor.Options{
-		RuntimeRoot: env.RuntimeRoot(),
+		RuntimeRoot: r.RuntimeRoot,
 		StorageRoot: storage,
 		UID:         os.Getuid(),
 		GID:         os.Getgid(),

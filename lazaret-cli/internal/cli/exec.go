@@ -24,7 +24,7 @@ func execCommand() *cli.Command {
 func runExec(c *cli.Context) error {
 	argv := c.Args().Slice()
 	if len(argv) == 0 {
-		return fail(c, "exec needs the command to run: lazaret-cli exec --profile %s -- ARGV...", c.String("profile"))
+		return fail(c, "exec needs the command to run: lazaret-cli exec [--profile NAME] -- ARGV...")
 	}
 	trace := startTrace(c, time.Now())
 	t, cfg, err := resolveTarget(c)

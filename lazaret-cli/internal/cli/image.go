@@ -20,16 +20,14 @@ import (
 	"lazaret.dev/pkg/image/build"
 	"lazaret.dev/pkg/image/registry"
 	"lazaret.dev/pkg/image/store"
-	"lazaret.dev/pkg/paths"
 )
 
 // imageCommand is `lazaret-cli image`: the local image store.
 func imageCommand() *cli.Command {
-	storageRoot := func() cli.Flag {
-		return &cli.StringFlag{
-			Name:  "storage-root",
-			Usage: "storage root holding the image store (default $XDG_DATA_HOME/lazaret)",
-		}
+	// --config and --storage-root may be given before or after the
+	// subcommand.
+	roots := func(more ...cli.Flag) []cli.Flag {
+		return append(more, configFileFlag(), storageRootFlag())
 	}
 	platform := &cli.StringFlag{
 		Name:  "platform",
@@ -38,53 +36,53 @@ func imageCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "image",
 		Usage: "manage the local image store (<storage root>/images)",
-		Flags: []cli.Flag{storageRoot()},
+		Flags: roots(),
 		Subcommands: []*cli.Command{
 			{
 				Name:      "load",
 				Usage:     "store the images of an OCI image layout (directory or tar) or a docker-archive tar",
 				ArgsUsage: "FILE",
-				Flags: []cli.Flag{
+				Flags: roots(
 					&cli.StringFlag{Name: "tag", Usage: "reference to store the image under, replacing the archive's own name"},
-					platform, storageRoot(),
-				},
+					platform,
+				),
 				Action: imageLoad,
 			},
 			{
 				Name:      "pull",
 				Usage:     "fetch an image from its registry (credentials from the docker config file)",
 				ArgsUsage: "REF",
-				Flags: []cli.Flag{
-					platform, storageRoot(),
+				Flags: roots(
+					platform,
 					&cli.BoolFlag{Name: "insecure", Usage: "reach the registry over plain HTTP"},
-				},
+				),
 				Action: imagePull,
 			},
 			{
 				Name:    "ls",
 				Aliases: []string{"list"},
 				Usage:   "list stored images",
-				Flags:   []cli.Flag{storageRoot()},
+				Flags:   roots(),
 				Action:  imageList,
 			},
 			{
 				Name:      "rm",
 				Usage:     "remove stored references (blobs stay until prune)",
 				ArgsUsage: "REF...",
-				Flags:     []cli.Flag{storageRoot()},
+				Flags:     roots(),
 				Action:    imageRemove,
 			},
 			{
 				Name:   "prune",
 				Usage:  "delete blobs no stored reference needs",
-				Flags:  []cli.Flag{storageRoot()},
+				Flags:  roots(),
 				Action: imagePrune,
 			},
 			{
 				Name:      "build-dir",
 				Usage:     "store a one-layer image made from a directory tree",
 				ArgsUsage: "DIR",
-				Flags: []cli.Flag{
+				Flags: roots(
 					&cli.StringFlag{Name: "tag", Required: true, Usage: "reference to store the image under, e.g. localhost/NAME:TAG"},
 					&cli.StringFlag{Name: "entrypoint", Usage: `entrypoint as a JSON array, e.g. '["/bin/sh","-c"]'`},
 					&cli.StringFlag{Name: "cmd", Usage: `command as a JSON array, e.g. '["/bin/sh"]'`},
@@ -92,8 +90,8 @@ func imageCommand() *cli.Command {
 					&cli.StringFlag{Name: "user", Usage: "user (and group) to run as, e.g. 0:0"},
 					&cli.StringFlag{Name: "workdir", Usage: "working directory"},
 					&cli.Int64Flag{Name: "source-date-epoch", EnvVars: []string{"SOURCE_DATE_EPOCH"}, Value: -1, Usage: "set every file time and the creation time to this Unix time, for a reproducible image"},
-					platform, storageRoot(),
-				},
+					platform,
+				),
 				Action: imageBuildDir,
 			},
 		},
@@ -106,36 +104,18 @@ type repeated struct{ values []string }
 func (r *repeated) Set(v string) error { r.values = append(r.values, v); return nil }
 func (r *repeated) String() string     { return strings.Join(r.values, " ") }
 
+// openImageStore opens <storage root>/images, the storage root resolved
+// as for every command (resolveRoots), creating the root when missing.
 func openImageStore(c *cli.Context) (*store.Store, error) {
-	// --storage-root may be given before or after the subcommand; the
-	// subcommand's own (unset) flag must not hide the parent's.
-	var root string
-	for _, cc := range c.Lineage() {
-		if cc.IsSet("storage-root") {
-			root = cc.String("storage-root")
-			break
-		}
-	}
-	if root == "" {
-		def, err := paths.FromProcess().DefaultStorageRoot()
-		if err != nil {
-			return nil, err
-		}
-		root = def
-	}
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return nil, fmt.Errorf("storage root %q: %w", root, err)
-	}
-	canon, err := paths.Canonical(abs)
+	r, err := resolveRoots(c, 1)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(canon, 0o700); err != nil {
-		return nil, fmt.Errorf("creating storage root %q: %w", canon, err)
+	if err := os.MkdirAll(r.StorageRoot, 0o700); err != nil {
+		return nil, fmt.Errorf("creating storage root %q: %w", r.StorageRoot, err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return store.Open(filepath.Join(canon, "images"), log)
+	return store.Open(filepath.Join(r.StorageRoot, "images"), log)
 }
 
 func parsePlatform(c *cli.Context) (v1.Platform, error) {

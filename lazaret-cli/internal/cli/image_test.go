@@ -46,6 +46,9 @@ func runImageStderr(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	// A missing --storage-root must never reach the real default root.
 	t.Setenv("XDG_DATA_HOME", filepath.Join(t.TempDir(), "unused-data-home"))
+	// Nor may the developer's own configuration choose it.
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(t.TempDir(), "unused-config-home"))
+	t.Setenv("LAZARET_CONFIG", "")
 	var out, errOut bytes.Buffer
 	app := &cli.App{
 		Name:      "lazaret-cli",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"lazaret.dev/lazaret-cli/internal/session"
 	"lazaret.dev/pkg/audit"
 	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/escalation"
@@ -26,12 +27,12 @@ func logCommand() *cli.Command {
 		Name:  "log",
 		Usage: "show the Domain's escalation audit log (every request, who or which rule decided, outcome, exit code) after verifying its hash chain",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "profile", Usage: "profile `NAME` of the Domain (exact, case-sensitive)"},
-			&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
+			profileFlag(),
+			workspaceFlag(),
 			configFileFlag(),
-			domainFlag("the Domain `ID` (64 hexadecimal digits) instead of --profile, --workspace and --config, for a Domain whose profile no longer resolves"),
-			&cli.StringFlag{Name: "storage-root", Usage: "storage root `DIR` (default: the configuration's storage root; with --domain, $XDG_DATA_HOME/lazaret, else ~/.local/share/lazaret)"},
-			&cli.BoolFlag{Name: "json", Usage: "print the records as one JSON array"},
+			domainFlag("the Domain `ID` (64 hexadecimal digits) instead of --profile and --workspace, for a Domain whose profile no longer resolves"),
+			storageRootFlag(),
+			jsonFlag("the records as one array"),
 		},
 		Action: runLog,
 	}
@@ -91,10 +92,12 @@ func runLog(c *cli.Context) error {
 }
 
 // auditLogOf finds the audit log file from --domain, or from the
-// configuration of --profile and --workspace, and describes its Domain.
+// configuration of --profile (else its only profile) and --workspace, and
+// describes its Domain. The storage root is --storage-root when given,
+// else the configuration's.
 func auditLogOf(c *cli.Context) (path, what string, err error) {
 	if dom := c.String("domain"); dom != "" {
-		for _, f := range []string{"profile", "workspace", "config"} {
+		for _, f := range []string{"profile", "workspace"} {
 			if c.IsSet(f) {
 				return "", "", fail(c, "--domain names the Domain itself; give it without --%s", f)
 			}
@@ -103,27 +106,26 @@ func auditLogOf(c *cli.Context) (path, what string, err error) {
 		if err != nil {
 			return "", "", fail(c, "%v", err)
 		}
-		root, err := storageRoot(c.String("storage-root"))
+		r, err := resolveRoots(c, session.ExitFailure)
 		if err != nil {
-			return "", "", fail(c, "%v", err)
+			return "", "", err
 		}
-		return audit.Path(root, id), "Domain " + id.String(), nil
+		return audit.Path(r.StorageRoot, id), "Domain " + id.String(), nil
 	}
-	if c.String("profile") == "" {
-		return "", "", fail(c, "give --profile NAME (with --workspace DIR and --config FILE as needed), or --domain ID")
-	}
-	t, cfg, err := resolveTarget(c)
+	cfg, _, err := resolveDomain(c, session.ExitFailure)
 	if err != nil {
 		return "", "", err
 	}
-	cfg.Close()
-	root := t.StorageRoot
-	if flag := c.String("storage-root"); flag != "" {
-		if root, err = storageRoot(flag); err != nil {
-			return "", "", fail(c, "%v", err)
+	defer cfg.Close()
+	root := cfg.StorageRoot()
+	if _, ok := flagValue(c, "storage-root"); ok {
+		r, err := resolveRoots(c, session.ExitFailure)
+		if err != nil {
+			return "", "", err
 		}
+		root = r.StorageRoot
 	}
-	return audit.Path(root, t.DomainID), fmt.Sprintf("the Domain of profile %q in %s", t.Profile, t.Workspace), nil
+	return audit.Path(root, cfg.DomainID()), fmt.Sprintf("the Domain of profile %q in %s", cfg.Profile(), cfg.Workspace()), nil
 }
 
 // writeLogText prints one line per record: time (UTC, seconds), the

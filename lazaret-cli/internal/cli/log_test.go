@@ -81,6 +81,7 @@ func TestLogCommand(t *testing.T) {
 	dev := []string{"--profile", "dev", "--workspace", h.ws}
 	byDomain := []string{"--domain", domain.String(), "--storage-root", defaultRoot}
 	what := `the Domain of profile "dev" in ` + h.ws
+	two := twoProfiles(t, h)
 
 	// Before any log exists.
 	missing := audit.Path(defaultRoot, domain)
@@ -149,7 +150,7 @@ func TestLogCommand(t *testing.T) {
 		name, stderr string
 		args         []string
 	}{
-		{"no Domain named", "give --profile NAME", nil},
+		{"several profiles", "--profile is required: the configuration " + two + " defines claude, dev", []string{"--config", two}},
 		{"domain and profile", "give it without --profile", append([]string{"--domain", domain.String()}, dev...)},
 		{"bad domain", "--domain (a 64-digit hexadecimal Domain ID)", []string{"--domain", "abc"}},
 		{"argument", `log takes no arguments, got "x"`, append(append([]string{}, dev...), "x")},

@@ -18,11 +18,9 @@ import (
 	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/config"
 	"lazaret.dev/pkg/control"
-	"lazaret.dev/pkg/layout"
 	"lazaret.dev/pkg/netpolicy"
 	"lazaret.dev/pkg/netprofile"
 	"lazaret.dev/pkg/netsidecar"
-	"lazaret.dev/pkg/paths"
 	"lazaret.dev/pkg/pinresolver"
 )
 
@@ -66,8 +64,8 @@ func netCommand() *cli.Command {
 				"answers that name. Exit status: 0 allowed, 1 denied, 2 the question could not be answered\n" +
 				"(docs/NETWORK.md).",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "profile", Usage: "profile `NAME` whose policy to apply (required)"},
-				&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
+				profileFlag(),
+				workspaceFlag(),
 				configFileFlag(),
 				&cli.BoolFlag{Name: "udp", Usage: "explain UDP instead of TCP"},
 			},
@@ -78,11 +76,11 @@ func netCommand() *cli.Command {
 			Description: "Reads the name log of the Domain of --profile and --workspace. Names are what the sandbox\n" +
 				"asked for, printed with every byte outside [a-z0-9.-_*] escaped as \\xNN.",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "profile", Usage: "profile `NAME` of the Domain (required)"},
-				&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
+				profileFlag(),
+				workspaceFlag(),
 				configFileFlag(),
 				&cli.BoolFlag{Name: "all", Usage: "list every record: pins, refusals, upstream failures"},
-				&cli.BoolFlag{Name: "json", Usage: "print JSON records, one per line"},
+				jsonFlag("one record per line"),
 			},
 			Action: runNetLog,
 		}},
@@ -217,9 +215,6 @@ func runNetExplain(c *cli.Context) error {
 	if len(pos) != 1 {
 		return fail("net explain: want exactly one ADDRESS[:PORT], got %d arguments", len(pos))
 	}
-	if c.String("profile") == "" {
-		return fail("net explain: --profile NAME is required")
-	}
 	addr, port, err := ParseExplainTarget(pos[0])
 	name := ""
 	if err != nil {
@@ -330,41 +325,8 @@ func (e *explanation) writeText(w io.Writer) error {
 // --workspace for the net subcommands. Problems are printed; the error
 // is the exit status.
 func netConfig(c *cli.Context) (*config.ResolvedDomainConfiguration, error) {
-	stderr := c.App.ErrWriter
-	if stderr == nil {
-		stderr = os.Stderr
-	}
-	fail := func(format string, args ...any) error {
-		fmt.Fprintf(stderr, format+"\n", args...)
-		return &cmdmain.ExitError{Code: netExitError}
-	}
-	env := paths.FromProcess()
-	file, err := env.ConfigFile(c.String("config"))
-	if err != nil {
-		return nil, fail("configuration path: %v", err)
-	}
-	ws, err := paths.Workspace(c.String("workspace"))
-	if err != nil {
-		return nil, fail("%v (use --workspace to name the git workspace)", err)
-	}
-	cfg, err := config.ResolveFile(config.Options{
-		Profile:     c.String("profile"),
-		Workspace:   ws,
-		Layout:      layout.Production(),
-		Environment: env,
-		File:        file,
-	})
-	var invalid *config.InvalidError
-	if errors.As(err, &invalid) {
-		for _, p := range invalid.Problems {
-			fmt.Fprintln(stderr, p.String())
-		}
-		return nil, &cmdmain.ExitError{Code: netExitError}
-	}
-	if err != nil {
-		return nil, fail("resolving configuration %q: %v", file, err)
-	}
-	return cfg, nil
+	cfg, _, err := resolveDomain(c, netExitError)
+	return cfg, err
 }
 
 // runNetLog prints the running Domain's name log: the refusals, or with
@@ -373,10 +335,6 @@ func runNetLog(c *cli.Context) error {
 	stdout := c.App.Writer
 	if c.Args().Len() != 0 {
 		fmt.Fprintf(c.App.ErrWriter, "net log: unexpected arguments %q\n", c.Args().Slice())
-		return &cmdmain.ExitError{Code: netExitError}
-	}
-	if c.String("profile") == "" {
-		fmt.Fprintln(c.App.ErrWriter, "net log: --profile NAME is required")
 		return &cmdmain.ExitError{Code: netExitError}
 	}
 	cfg, err := netConfig(c)

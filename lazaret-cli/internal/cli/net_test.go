@@ -100,6 +100,7 @@ func TestNetExplain(t *testing.T) {
 
 func TestNetExplainErrors(t *testing.T) {
 	h := explainHost(t)
+	two := twoProfiles(t, h)
 	tests := []struct {
 		name string
 		args []string
@@ -110,7 +111,7 @@ func TestNetExplainErrors(t *testing.T) {
 		{"port zero", []string{"--profile", "dev", "192.0.2.1:0"}, regexp.MustCompile(`port 0 is not a destination port`)},
 		{"no address", []string{"--profile", "dev"}, regexp.MustCompile(`want exactly one ADDRESS\[:PORT\], got 0`)},
 		{"two addresses", []string{"--profile", "dev", "192.0.2.1", "192.0.2.2"}, regexp.MustCompile(`got 2 arguments`)},
-		{"no profile", []string{"192.0.2.1"}, regexp.MustCompile(`--profile NAME is required`)},
+		{"several profiles", []string{"--config", two, "192.0.2.1"}, regexp.MustCompile(`^lazaret-cli: --profile is required: the configuration \S+/two.toml defines claude, dev\n$`)},
 		{"unknown trailing flag", []string{"--profile", "dev", "192.0.2.1", "--tcp"}, regexp.MustCompile(`flag --tcp: no such flag`)},
 		{"unknown profile", []string{"--profile", "nope", "192.0.2.1"}, regexp.MustCompile(`nope`)},
 	}

@@ -18,8 +18,8 @@ func recoverCommand() *cli.Command {
 		Usage: "release what a crashed coordinator of the Domain left (processes, publication, leases), " +
 			"using only the Domain Store's records; the next start also does this by itself",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "profile", Usage: "profile `NAME` of the Domain (exact, case-sensitive)", Required: true},
-			&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
+			profileFlag(),
+			workspaceFlag(),
 			configFileFlag(),
 		},
 		Action: runRecover,

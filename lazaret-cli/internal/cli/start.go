@@ -17,7 +17,6 @@ import (
 	"lazaret.dev/pkg/config"
 	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/ids"
-	"lazaret.dev/pkg/layout"
 	"lazaret.dev/pkg/locate"
 	"lazaret.dev/pkg/paths"
 	"lazaret.dev/pkg/protocol"
@@ -26,8 +25,8 @@ import (
 // sessionFlags are the flags start and exec share.
 func sessionFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "profile", Usage: "profile `NAME` to run (exact, case-sensitive)", Required: true},
-		&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
+		profileFlag(),
+		workspaceFlag(),
 		configFileFlag(),
 		&cli.DurationFlag{Name: "linger", Value: session.DefaultLinger, Usage: "how long a Domain this command starts stays up with no session (`DURATION`, 0 = stop with the last session)"},
 		&cli.BoolFlag{Name: "trace-start", Usage: "print on stderr when each part of the start or join happened, in ms since the command began"},
@@ -63,8 +62,7 @@ func stderrOf(c *cli.Context) io.Writer {
 
 // fail prints one line and ends the command with the failure code.
 func fail(c *cli.Context, format string, args ...any) error {
-	fmt.Fprintf(stderrOf(c), "lazaret-cli: "+format+"\n", args...)
-	return &cmdmain.ExitError{Code: session.ExitFailure}
+	return failCode(c, session.ExitFailure, format, args...)
 }
 
 // resolveTarget resolves the configuration of c's profile and workspace
@@ -73,29 +71,11 @@ func resolveTarget(c *cli.Context) (*session.Target, *config.ResolvedDomainConfi
 	if c.Duration("linger") < 0 {
 		return nil, nil, fail(c, "--linger %v: must not be negative", c.Duration("linger"))
 	}
-	env := paths.FromProcess()
-	file, err := env.ConfigFile(c.String("config"))
+	cfg, file, err := resolveDomain(c, session.ExitFailure)
 	if err != nil {
-		return nil, nil, fail(c, "configuration path: %v", err)
+		return nil, nil, err
 	}
-	ws, err := paths.Workspace(c.String("workspace"))
-	if err != nil {
-		return nil, nil, fail(c, "%v (use --workspace to name the git workspace)", err)
-	}
-	cfg, err := config.ResolveFile(config.Options{
-		Profile: c.String("profile"), Workspace: ws, Layout: layout.Production(), Environment: env, File: file,
-	})
-	var invalid *config.InvalidError
-	if errors.As(err, &invalid) {
-		for _, p := range invalid.Problems {
-			fmt.Fprintln(stderrOf(c), p.String())
-		}
-		return nil, nil, &cmdmain.ExitError{Code: session.ExitFailure}
-	}
-	if err != nil {
-		return nil, nil, fail(c, "resolving configuration %q: %v", file, err)
-	}
-	if err := paths.EnsureRuntimeRoot(cfg.RuntimeRoot(), env.UID); err != nil {
+	if err := paths.EnsureRuntimeRoot(cfg.RuntimeRoot(), os.Getuid()); err != nil {
 		cfg.Close()
 		return nil, nil, fail(c, "%v", err)
 	}
@@ -147,7 +127,7 @@ func attachWith(ctx context.Context, c *cli.Context, t *session.Target, trace *s
 func runStart(c *cli.Context) error {
 	in := os.Stdin
 	if !session.IsTerminal(int(in.Fd())) {
-		return fail(c, "start needs a terminal on standard input; for scripts use: lazaret-cli exec --profile %s -- ARGV...", c.String("profile"))
+		return fail(c, "start needs a terminal on standard input; for scripts use: lazaret-cli exec -- ARGV...")
 	}
 	trace := startTrace(c, time.Now())
 	t, cfg, err := resolveTarget(c)

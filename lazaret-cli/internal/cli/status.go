@@ -8,16 +8,19 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"lazaret.dev/lazaret-cli/internal/session"
-	"lazaret.dev/pkg/paths"
 )
 
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the Domains under the runtime and storage roots: lock, coordinator, publication, generations, participants, sessions (read-only)",
+		Description: "Lists every Domain under the runtime root and the storage root (--storage-root, else the\n" +
+			"configuration's storage.data_root, else the default), or with --profile only that profile's.",
 		Flags: []cli.Flag{
+			configFileFlag(),
 			storageRootFlag(),
-			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+			profileFlag(),
+			jsonFlag("one object"),
 		},
 		Action: runStatus,
 	}
@@ -30,14 +33,28 @@ type statusReport struct {
 }
 
 func runStatus(c *cli.Context) error {
-	storage, err := storageRoot(c.String("storage-root"))
+	if c.Args().Present() {
+		return failCode(c, 1, "status takes no arguments, got %q", c.Args().First())
+	}
+	r, err := resolveRoots(c, 1)
 	if err != nil {
 		return err
 	}
-	runtime := paths.FromProcess().RuntimeRoot()
-	domains, err := session.Status(runtime, storage)
+	storage, runtime := r.StorageRoot, r.RuntimeRoot
+	all, err := session.Status(runtime, storage)
 	if err != nil {
 		return err
+	}
+	// A filter, not a default: without --profile, status shows every
+	// Domain, those of profiles the configuration no longer declares too.
+	domains := all
+	if p := c.String("profile"); p != "" {
+		domains = []session.DomainStatus{}
+		for _, d := range all {
+			if d.Profile == p {
+				domains = append(domains, d)
+			}
+		}
 	}
 	rep := statusReport{RuntimeRoot: runtime, StorageRoot: storage, Domains: domains}
 	if c.Bool("json") {

@@ -21,8 +21,8 @@ func stopCommand() *cli.Command {
 		Name:  "stop",
 		Usage: "end the Domain's running generation gracefully: its coordinator ends every session and tears the sandbox down",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "profile", Usage: "profile `NAME` of the Domain (exact, case-sensitive)", Required: true},
-			&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
+			profileFlag(),
+			workspaceFlag(),
 			configFileFlag(),
 			&cli.DurationFlag{Name: "timeout", Value: session.DefaultStopTimeout, Usage: "how long to wait for the teardown (`DURATION`)"},
 		},

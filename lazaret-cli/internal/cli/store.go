@@ -17,7 +17,6 @@ import (
 	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/domainstore"
 	"lazaret.dev/pkg/ids"
-	"lazaret.dev/pkg/paths"
 	"lazaret.dev/pkg/store"
 	"lazaret.dev/pkg/store/codec"
 )
@@ -33,28 +32,8 @@ func storeCommand() *cli.Command {
 	}
 }
 
-func storageRootFlag() cli.Flag {
-	return &cli.StringFlag{
-		Name:  "storage-root",
-		Usage: "storage root `DIR` (default: $XDG_DATA_HOME/lazaret, else ~/.local/share/lazaret)",
-	}
-}
-
 func domainFlag(usage string) cli.Flag {
 	return &cli.StringFlag{Name: "domain", Usage: usage}
-}
-
-// storageRoot resolves the storage root: the flag when given, else the
-// default of package paths.
-func storageRoot(flag string) (string, error) {
-	if flag != "" {
-		abs, err := filepath.Abs(flag)
-		if err != nil {
-			return "", fmt.Errorf("storage root %q: %w", flag, err)
-		}
-		return abs, nil
-	}
-	return paths.FromProcess().DefaultStorageRoot()
 }
 
 func parseDomainID(s string) (ids.DomainID, error) {
@@ -71,6 +50,7 @@ func storeInspectCommand() *cli.Command {
 		Usage: "print every record of the Domain Stores (or one) and of the Storage Catalog as JSON, read-only",
 		Flags: []cli.Flag{
 			domainFlag("only the Domain Store of this Domain `ID` (64 hexadecimal digits)"),
+			configFileFlag(),
 			storageRootFlag(),
 		},
 		Action: runStoreInspect,
@@ -94,10 +74,11 @@ type storeDump struct {
 }
 
 func runStoreInspect(c *cli.Context) error {
-	root, err := storageRoot(c.String("storage-root"))
+	r, err := resolveRoots(c, 1)
 	if err != nil {
 		return err
 	}
+	root := r.StorageRoot
 	rep := inspectReport{StorageRoot: root, DomainStores: []*storeDump{}}
 	failed := false
 	rep.Catalog = inspectCatalog(root)
@@ -270,6 +251,7 @@ func storeQuarantineCommand() *cli.Command {
 		Flags: []cli.Flag{
 			domainFlag("the Domain Store of this Domain `ID` (64 hexadecimal digits)"),
 			&cli.BoolFlag{Name: "catalog", Usage: "the Storage Catalog"},
+			configFileFlag(),
 			storageRootFlag(),
 		},
 		Action: runStoreQuarantine,
@@ -277,10 +259,11 @@ func storeQuarantineCommand() *cli.Command {
 }
 
 func runStoreQuarantine(c *cli.Context) error {
-	root, err := storageRoot(c.String("storage-root"))
+	r, err := resolveRoots(c, 1)
 	if err != nil {
 		return err
 	}
+	root := r.StorageRoot
 	var path string
 	var schema store.Schema
 	switch dom := c.String("domain"); {

@@ -119,18 +119,3 @@ func TestStoreInspectDamagedAndQuarantine(t *testing.T) {
 		t.Fatalf("quarantined files %v", matches)
 	}
 }
-
-func TestStorageRootDefault(t *testing.T) {
-	t.Setenv("XDG_DATA_HOME", "/xdg/data")
-	if got, err := storageRoot(""); err != nil || got != "/xdg/data/lazaret" {
-		t.Fatalf("= %q, %v", got, err)
-	}
-	t.Setenv("XDG_DATA_HOME", "")
-	t.Setenv("HOME", "/home/u")
-	if got, err := storageRoot(""); err != nil || got != "/home/u/.local/share/lazaret" {
-		t.Fatalf("= %q, %v", got, err)
-	}
-	if got, err := storageRoot("/explicit"); err != nil || got != "/explicit" {
-		t.Fatalf("= %q, %v", got, err)
-	}
-}

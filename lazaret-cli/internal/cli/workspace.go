@@ -28,8 +28,8 @@ import (
 func workspaceCommand() *cli.Command {
 	flags := func() []cli.Flag {
 		return []cli.Flag{
-			&cli.StringFlag{Name: "profile", Usage: "profile `NAME` of the Domain (exact, case-sensitive)", Required: true},
-			&cli.StringFlag{Name: "workspace", Usage: "git workspace `DIR` (default: the git top level of the current directory)"},
+			profileFlag(),
+			workspaceFlag(),
 			configFileFlag(),
 		}
 	}

@@ -1,0 +1,57 @@
+package config
+
+import (
+	"sort"
+
+	"lazaret.dev/pkg/layout"
+	"lazaret.dev/pkg/paths"
+)
+
+// Summary is what a document states without a selected profile or a
+// workspace: the names of its profiles and the roots every command
+// shares. Commands that touch only the storage root (the image store,
+// status) read it, and commands that act on one Domain use Profiles to
+// default to the only profile.
+type Summary struct {
+	// SchemaVersion is 1 or 2.
+	SchemaVersion int
+	// Profiles are the declared profile names, sorted.
+	Profiles []string
+	// StorageRoot is the canonical storage.data_root, or the default of
+	// package paths when the document sets none.
+	StorageRoot string
+	// RuntimeRoot is the canonical runtime root of package paths.
+	RuntimeRoot string
+}
+
+// Summarize validates the whole document with the rules that need neither
+// a selected profile nor a workspace (every rule of validate.go and the
+// roots) and returns its Summary, or an *InvalidError listing every
+// problem found, each naming file and field. file names the document in
+// problems. Like Resolve it creates nothing on the host, and a document
+// Resolve accepts for some profile is always summarized.
+func Summarize(data []byte, file string, env paths.Environment) (*Summary, error) {
+	probs := &problems{file: file}
+	doc, ix, version := parse(data, probs)
+	if doc == nil {
+		return nil, probs.err()
+	}
+	probs.index = ix
+	v := &validator{problems: probs, layout: layout.Production(), version: version}
+	v.document(doc)
+	var at fieldPath
+	var decl *string
+	if doc.Storage != nil && doc.Storage.DataRoot != nil {
+		at, decl = root().key("storage").key("data_root"), doc.Storage.DataRoot
+	}
+	_, storage, runtime, _ := hostRoots(probs, env, at, decl)
+	if !probs.empty() {
+		return nil, probs.err()
+	}
+	names := make([]string, 0, len(doc.Profiles))
+	for n := range doc.Profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return &Summary{SchemaVersion: version, Profiles: names, StorageRoot: storage, RuntimeRoot: runtime}, nil
+}
