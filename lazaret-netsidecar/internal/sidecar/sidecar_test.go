@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,7 +100,7 @@ type running struct {
 	cmd     *exec.Cmd
 	ch      *netsidecar.Channel
 	start   *netsidecar.Start
-	stderr  *strings.Builder
+	stderr  *logBuffer
 	ownUser bool
 }
 
@@ -144,7 +145,7 @@ func launchAt(t *testing.T, ownUser bool, encoded []byte, sealed bool, start *ne
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
+	var stderr logBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -276,7 +277,9 @@ func TestSidecarVethUpstream(t *testing.T) {
 			}
 			// By Ready the probe rules are gone: the ruleset is the plan.
 			checkRulesetIsPlan(t, r, start)
-			if !strings.Contains(r.stderr.String(), "refused_by_deny_rule=1") {
+			// os/exec copies the sidecar's stderr from a pipe on its own
+			// goroutine: a line logged before Ready may arrive here after.
+			if !r.stderr.waitFor("refused_by_deny_rule=1", 5*time.Second) {
 				t.Errorf("the sidecar's log shows no denied target refused by its deny rule:\n%s", r.stderr)
 			}
 
@@ -494,4 +497,35 @@ func TestSidecarSlirp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logBuffer collects a process's stderr, which os/exec writes from its own
+// goroutine, for concurrent reading.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor reports whether s appears in the log within d.
+func (l *logBuffer) waitFor(s string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !strings.Contains(l.String(), s) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
 }
