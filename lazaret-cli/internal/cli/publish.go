@@ -119,13 +119,19 @@ func publishRequest(c *cli.Context) ([]control.PortForward, error) {
 }
 
 // checkBindable tries to bind each host end not already published by the
-// Domain (recorded in dir), so that a port in use or one this user may
+// Domain (recorded in dir; one published to another sandbox port is
+// refused), so that a port in use or one this user may
 // not bind is refused before a Domain is started for nothing. The
 // coordinator checks again when it binds.
 func checkBindable(fs []control.PortForward, dir string) error {
 	have, _ := control.ReadPublishedPorts(dir)
 	for _, f := range fs {
-		if slices.Contains(have, f) {
+		if i := slices.IndexFunc(have, func(h control.PortForward) bool {
+			return h.HostAddr == f.HostAddr && h.HostPort == f.HostPort
+		}); i >= 0 {
+			if have[i].SandboxPort != f.SandboxPort {
+				return fmt.Errorf("--publish: host port %d on %v is already published to sandbox port %d", f.HostPort, f.HostAddr, have[i].SandboxPort)
+			}
 			continue
 		}
 		ln, err := net.Listen("tcp4", f.Host())

@@ -106,6 +106,11 @@ func TestCheckBindable(t *testing.T) {
 	if err := checkBindable([]control.PortForward{f}, dir); err != nil {
 		t.Fatalf("checkBindable of the Domain's own port = %v", err)
 	}
+	other := f
+	other.SandboxPort = 81
+	if err := checkBindable([]control.PortForward{other}, dir); err == nil || !strings.Contains(err.Error(), "already published to sandbox port 80") {
+		t.Fatalf("checkBindable of the Domain's port to another sandbox port = %v", err)
+	}
 	if err := checkBindable([]control.PortForward{f}, filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("a port in use passed with no record")
 	}
