@@ -143,3 +143,30 @@ func TestPublishThroughCLI(t *testing.T) {
 		ln.Close()
 	}
 }
+
+// TestStartPublishOpensInWorkspace runs the README's first session with a
+// published port: the shell opens in /workspace, start says what it
+// published, and a service the shell starts is reached from the host.
+func TestStartPublishOpensInWorkspace(t *testing.T) {
+	s := newSandbox(t)
+	defer s.waitTeardown()
+	hp := freeLoopbackPort(t)
+	tm := s.terminal("a", "--publish", fmt.Sprintf("%d:5173", hp))
+	tm.waitScreen(fmt.Sprintf("published 127.0.0.1:%d -> sandbox port 5173", hp), 60*time.Second)
+	tm.send("pwd > /tmp/where; echo cwd=$(cat /tmp/where)", "Enter")
+	tm.waitScreen("cwd=/workspace", 30*time.Second)
+	tm.send("mkdir -p /tmp/www && echo hi-from-start >/tmp/www/index.html && httpd -p 5173 -h /tmp/www && echo serving", "Enter")
+	tm.waitScreen("serving", 30*time.Second)
+	if got, err := getRoot(hp); err != nil || !strings.Contains(got, "hi-from-start") {
+		s.dumpLogs()
+		t.Fatalf("GET 127.0.0.1:%d: %q, %v", hp, got, err)
+	}
+	tm.send("exit", "Enter")
+	tm.finish("0")
+	s.waitTeardown()
+	ln, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(hp)))
+	if err != nil {
+		t.Fatalf("host port %d still bound after teardown: %v", hp, err)
+	}
+	ln.Close()
+}
