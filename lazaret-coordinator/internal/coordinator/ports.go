@@ -107,11 +107,12 @@ func (n *sidecarNetwork) handOver(ln *net.TCPListener, f control.PortForward) er
 	if err != nil {
 		return fmt.Errorf("publishing host port %d: %w", f.HostPort, err)
 	}
-	defer file.Close()
-	if err := n.ch.SendFile(&netsidecar.Publish{HostPort: f.HostPort, SandboxPort: f.SandboxPort}, file); err != nil {
+	// The sidecar's copy is then the only one.
+	err = n.ch.SendFile(&netsidecar.Publish{HostPort: f.HostPort, SandboxPort: f.SandboxPort}, file)
+	file.Close()
+	if err != nil {
 		return fmt.Errorf("publishing host port %d: %w", f.HostPort, err)
 	}
-	file.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 	defer cancel()
 	got, err := netsidecar.Expect[*netsidecar.Published](ctx, n.ch)
