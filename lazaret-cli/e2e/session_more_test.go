@@ -206,7 +206,7 @@ func (tm *terminal) waitPrompt() {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		lines := strings.Split(strings.TrimRight(tm.screen(), "\n "), "\n")
-		if strings.TrimSpace(lines[len(lines)-1]) == "/ #" {
+		if strings.TrimSpace(lines[len(lines)-1]) == "/workspace #" {
 			time.Sleep(300 * time.Millisecond)
 			return
 		}

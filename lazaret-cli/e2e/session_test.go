@@ -242,7 +242,9 @@ type terminal struct {
 	dir    string
 }
 
-func (s *sandbox) terminal(name string) *terminal {
+// terminal runs lazaret-cli start in a new tmux session; extra are more
+// start flags, each a single shell word.
+func (s *sandbox) terminal(name string, extra ...string) *terminal {
 	s.t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		s.t.Fatal("tmux is required for the interactive end-to-end tests")
@@ -252,8 +254,8 @@ func (s *sandbox) terminal(name string) *terminal {
 		s.t.Fatal(err)
 	}
 	script := filepath.Join(tm.dir, "run.sh")
-	body := fmt.Sprintf("#!/bin/sh\nstty -g > %[1]s/before\n%[2]s start --profile dev --workspace %[3]s --config %[4]s --linger 2s\necho $? > %[1]s/code.tmp && mv %[1]s/code.tmp %[1]s/code\nstty -g > %[1]s/after\nexec sleep 600\n",
-		tm.dir, filepath.Join(binDir(s.t), "lazaret-cli"), s.workspace, s.config)
+	body := fmt.Sprintf("#!/bin/sh\nstty -g > %[1]s/before\n%[2]s start --profile dev --workspace %[3]s --config %[4]s --linger 2s%[5]s\necho $? > %[1]s/code.tmp && mv %[1]s/code.tmp %[1]s/code\nstty -g > %[1]s/after\nexec sleep 600\n",
+		tm.dir, filepath.Join(binDir(s.t), "lazaret-cli"), s.workspace, s.config, strings.Join(append([]string{""}, extra...), " "))
 	if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
 		s.t.Fatal(err)
 	}

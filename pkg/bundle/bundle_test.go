@@ -162,6 +162,30 @@ func TestSessionPlan(t *testing.T) {
 	}
 }
 
+// TestSessionWorkingDir: a session starts in the image's WorkingDir when
+// it sets one, and in /workspace otherwise, never in /.
+func TestSessionWorkingDir(t *testing.T) {
+	for _, tc := range []struct{ name, image, want string }{
+		{"unset", "", "/workspace"},
+		{"workspace", "/workspace", "/workspace"},
+		{"explicit root", "/", "/"},
+		{"explicit other", "/srv/app", "/srv/app"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Session(SessionInput{Image: ImageConfig{WorkingDir: tc.image}, Argv: []string{"/bin/sh"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Cwd != tc.want {
+				t.Errorf("cwd = %q, want %q", p.Cwd, tc.want)
+			}
+		})
+	}
+	if layout.Workspace != "/workspace" {
+		t.Errorf("layout.Workspace = %q", layout.Workspace)
+	}
+}
+
 func TestSessionErrorNeverShowsValues(t *testing.T) {
 	_, err := Session(SessionInput{Env: []string{"TOKEN=s3c\x00ret"}})
 	if !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "s3c") {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -650,4 +651,45 @@ func (s *InteractiveClient) Close() error {
 		return s.err("closing", err)
 	}
 	return nil
+}
+
+// Publish asks the coordinator to publish fs (sorted here) and returns
+// every forward the generation now publishes. A refusal is a
+// *RemoteError with CodePortRefused and a sentence naming the port.
+func (c *Client) Publish(ctx context.Context, fs []PortForward) ([]PortForward, error) {
+	const step = "publishing ports"
+	fs = slices.Clone(fs)
+	SortPorts(fs)
+	body, err := EncodePorts(fs)
+	if err != nil {
+		return nil, c.err(step, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conn, err := c.ensure(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stop := bind(ctx, conn)
+	defer stop()
+	if err := conn.write(Frame{Type: FramePublish, Body: body}); err != nil {
+		c.drop()
+		return nil, c.err(step, ctxErr(ctx, err))
+	}
+	f, err := conn.read()
+	if err != nil {
+		c.drop()
+		return nil, c.err(step, ctxErr(ctx, err))
+	}
+	if f.Type != FramePublished {
+		c.drop()
+		return nil, c.err(step, fmt.Errorf("%w: server sent a %v frame, want published", ErrFrame, f.Type))
+	}
+	all, err := DecodePorts(f.Body)
+	if err != nil {
+		c.drop()
+		return nil, c.err(step, err)
+	}
+	_ = conn.tc.SetDeadline(time.Time{})
+	return all, nil
 }

@@ -40,6 +40,10 @@ const (
 	CodeEnrollmentRefused
 	// CodeInternal: the server failed in a way the client cannot fix.
 	CodeInternal
+	// CodePortRefused: a port cannot be published (the host port is in
+	// use or may not be bound, or the sandbox port is already published
+	// on another host end).
+	CodePortRefused
 	numCodes
 )
 
@@ -56,6 +60,7 @@ var codeNames = [...]string{
 	CodeSessionFailed:     "session failed",
 	CodeEnrollmentRefused: "enrollment refused",
 	CodeInternal:          "internal server error",
+	CodePortRefused:       "port refused",
 }
 
 // Valid reports whether c is a defined code.
@@ -106,6 +111,7 @@ var (
 	ErrSessionFailed     = &RemoteError{Code: CodeSessionFailed}
 	ErrEnrollmentRefused = &RemoteError{Code: CodeEnrollmentRefused}
 	ErrInternal          = &RemoteError{Code: CodeInternal}
+	ErrPortRefused       = &RemoteError{Code: CodePortRefused}
 )
 
 // Local errors.

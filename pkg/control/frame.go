@@ -40,16 +40,23 @@ const (
 	// FrameError: server to client, a refusal with a code and a message;
 	// the server closes the connection after it.
 	FrameError
+	// FramePublish: client to server, port forwards to add (EncodePorts).
+	FramePublish
+	// FramePublished: server to client, every forward now published
+	// (EncodePorts).
+	FramePublished
 	numFrameTypes
 )
 
 var frameNames = [...]string{
-	FrameRequest:  "request",
-	FrameResponse: "response",
-	FrameOutput:   "output",
-	FrameEvent:    "event",
-	FrameBatch:    "batch",
-	FrameError:    "error",
+	FrameRequest:   "request",
+	FrameResponse:  "response",
+	FrameOutput:    "output",
+	FrameEvent:     "event",
+	FrameBatch:     "batch",
+	FrameError:     "error",
+	FramePublish:   "publish",
+	FramePublished: "published",
 }
 
 func (t FrameType) String() string {

@@ -58,7 +58,7 @@ func TestEnvelopeRefusals(t *testing.T) {
 		{"indefinite byte string", "a2" + "0101" + "025f41aaff", ErrFrame},
 		{"tag", "a2" + "0101" + "02c241aa", ErrFrame},
 		{"trailing bytes", "a2" + "0101" + "0241aa" + "00", ErrFrame},
-		{"unknown type", "a2" + "0107" + "0241aa", ErrFrame},
+		{"unknown type", "a2" + "0109" + "0241aa", ErrFrame},
 		{"type zero written out", "a2" + "0100" + "0241aa", ErrFrame},
 		{"request without body", "a1" + "0101", ErrFrame},
 		{"empty body written out", "a2" + "0101" + "0240", ErrFrame},

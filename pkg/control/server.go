@@ -89,6 +89,9 @@ type Config struct {
 	// is accepted (the coordinator records the session); an error refuses
 	// the registration.
 	OnRegister func(context.Context, protocol.SessionBinding) error
+	// Ports publishes ports for enrolled clients; nil refuses every
+	// publish frame.
+	Ports Ports
 	// Logger receives refusals and lifecycle events; nil discards them.
 	Logger *slog.Logger
 	// Rand is the randomness for certificate serials (crypto/rand when nil).
@@ -411,6 +414,13 @@ func (c *serverConn) run(ctx context.Context) {
 			}
 			return
 		}
+		if r.f.Type == FramePublish {
+			if err := c.publish(r.f.Body); err != nil {
+				c.fail(err)
+				return
+			}
+			continue
+		}
 		if r.f.Type != FrameRequest {
 			c.fail(refuse(CodeUnexpected, "expected a request frame, got a %v frame", r.f.Type))
 			return
@@ -635,4 +645,36 @@ func (c *serverConn) execute(ctx context.Context, req *protocol.NonInteractiveSe
 	exit.SessionID = req.SessionID
 	release()
 	return c.writeRecord(FrameOutput, &protocol.NonInteractiveSessionMessage{Kind: protocol.NonInteractiveExit, Exit: &exit})
+}
+
+// publish adds the forwards of a publish frame and answers with every
+// forward now published. Only an enrolled client may publish.
+func (c *serverConn) publish(body []byte) error {
+	if !c.authd {
+		return refuse(CodeUnauthorized, "publishing a port needs an enrolled client")
+	}
+	fs, err := DecodePorts(body)
+	if err != nil {
+		return refuse(CodeMalformed, "%v", err)
+	}
+	if len(fs) == 0 {
+		return refuse(CodeMalformed, "a publish frame names no port")
+	}
+	if c.s.cfg.Ports == nil {
+		return refuse(CodePortRefused, "this Domain publishes no ports")
+	}
+	all, err := c.s.cfg.Ports.Publish(fs)
+	if err != nil {
+		var re *RemoteError
+		if errors.As(err, &re) {
+			return re
+		}
+		return refuse(CodePortRefused, "%v", err)
+	}
+	out, err := EncodePorts(all)
+	if err != nil {
+		return err
+	}
+	c.log.Info("ports published", "requested", len(fs), "published", len(all))
+	return c.write(Frame{Type: FramePublished, Body: out})
 }

@@ -110,9 +110,58 @@ func (c *Channel) Send(m Message) error {
 	return nil
 }
 
+// SendFile writes one message as one packet carrying f (SCM_RIGHTS). The
+// caller keeps f and closes it.
+func (c *Channel) SendFile(m Message, f *os.File) error {
+	b, err := Encode(m)
+	if err != nil {
+		return err
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("sending control message: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = c.c.Send(b, int(fd)) }); err != nil {
+		return fmt.Errorf("sending control message: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("sending control message: %w", serr)
+	}
+	return nil
+}
+
 // Receive reads one message, waiting at most until ctx ends. A closed peer
-// gives io.EOF; a truncated packet is ErrTooLarge.
+// gives io.EOF; a truncated packet is ErrTooLarge. A packet carrying a
+// descriptor is refused (the descriptor is closed); ReceiveFile takes one.
 func (c *Channel) Receive(ctx context.Context) (Message, error) {
+	m, f, err := c.receive(ctx, 0)
+	if f != nil {
+		f.Close()
+	}
+	return m, err
+}
+
+// ReceiveFile is Receive for a packet that may carry one descriptor,
+// returned as a file the caller owns (nil when none came).
+func (c *Channel) ReceiveFile(ctx context.Context) (Message, *os.File, error) {
+	return c.receive(ctx, 1)
+}
+
+func (c *Channel) receive(ctx context.Context, maxFds int) (Message, *os.File, error) {
+	m, fds, err := c.receiveFds(ctx, maxFds)
+	var f *os.File
+	if len(fds) == 1 {
+		f = os.NewFile(uintptr(fds[0]), "passed descriptor")
+	}
+	if err != nil && f != nil {
+		f.Close()
+		f = nil
+	}
+	return m, f, err
+}
+
+func (c *Channel) receiveFds(ctx context.Context, maxFds int) (Message, []int, error) {
 	if d, ok := ctx.Deadline(); ok {
 		c.c.SetReadDeadline(d)
 	} else {
@@ -121,22 +170,23 @@ func (c *Channel) Receive(ctx context.Context) (Message, error) {
 	stop := context.AfterFunc(ctx, func() { c.c.SetReadDeadline(time.Now()) })
 	defer stop()
 	buf := make([]byte, MaxMessage)
-	n, _, err := c.c.Recv(buf, 0)
+	n, fds, err := c.c.Recv(buf, maxFds)
 	switch {
 	case err == io.EOF:
-		return nil, io.EOF
+		return nil, fds, io.EOF
 	case errors.Is(err, seqpacket.ErrTruncated):
-		return nil, fmt.Errorf("receiving control message: %w: %w", ErrTooLarge, err)
+		return nil, fds, fmt.Errorf("receiving control message: %w: %w", ErrTooLarge, err)
 	case err != nil && ctx.Err() != nil:
-		return nil, fmt.Errorf("receiving control message: %w", ctx.Err())
+		return nil, fds, fmt.Errorf("receiving control message: %w", ctx.Err())
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The read deadline is only ever ctx's deadline, and it can
 		// fire a moment before ctx's own timer does.
-		return nil, fmt.Errorf("receiving control message: %w", context.DeadlineExceeded)
+		return nil, fds, fmt.Errorf("receiving control message: %w", context.DeadlineExceeded)
 	case err != nil:
-		return nil, fmt.Errorf("receiving control message: %w", err)
+		return nil, fds, fmt.Errorf("receiving control message: %w", err)
 	}
-	return Decode(buf[:n])
+	m, err := Decode(buf[:n])
+	return m, fds, err
 }
 
 // Expect receives one message of type T; a Failed message becomes an

@@ -32,10 +32,13 @@ const (
 	kindHelperStarted
 	kindReady
 	kindFailed
+	kindPublish
+	kindPublished
 	numKinds
 )
 
-// Message is one of Start, Installed, HelperStarted, Ready, Failed.
+// Message is one of Start, Installed, HelperStarted, Ready, Failed,
+// Publish, Published.
 type Message interface {
 	postcard.Marshaler
 	postcard.Unmarshaler
@@ -92,6 +95,35 @@ type Ready struct {
 // Failed ends the exchange with one sentence.
 type Failed struct {
 	Message string
+}
+
+// Publish, after Ready, hands the sidecar a listening TCP socket bound on
+// the host (passed with the packet, SCM_RIGHTS): the sidecar relays every
+// connection accepted on it to SandboxPort of the sandbox, from the
+// enforcement namespace. HostPort is the socket's port, for the log.
+type Publish struct {
+	HostPort    uint16
+	SandboxPort uint16
+}
+
+// Published answers Publish once the relay accepts connections.
+type Published struct {
+	HostPort    uint16
+	SandboxPort uint16
+}
+
+func (*Publish) kind() uint32   { return kindPublish }
+func (*Published) kind() uint32 { return kindPublished }
+
+func (m *Publish) MarshalPostcard(e *postcard.Encoder) { e.U16(m.HostPort); e.U16(m.SandboxPort) }
+func (m *Publish) UnmarshalPostcard(d *postcard.Decoder) {
+	m.HostPort = d.U16()
+	m.SandboxPort = d.U16()
+}
+func (m *Published) MarshalPostcard(e *postcard.Encoder) { e.U16(m.HostPort); e.U16(m.SandboxPort) }
+func (m *Published) UnmarshalPostcard(d *postcard.Decoder) {
+	m.HostPort = d.U16()
+	m.SandboxPort = d.U16()
 }
 
 func (*Start) kind() uint32         { return kindStart }
@@ -267,6 +299,10 @@ func Decode(b []byte) (Message, error) {
 		m = &Ready{}
 	case kindFailed:
 		m = &Failed{}
+	case kindPublish:
+		m = &Publish{}
+	case kindPublished:
+		m = &Published{}
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("decoding control message: %w", err)

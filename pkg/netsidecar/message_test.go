@@ -40,6 +40,8 @@ func sampleMessages() []Message {
 		&HelperStarted{ConnectivityHelper: hostid.PidfsProcessIdentityV1{HostPID: 8}},
 		&Ready{Attestation: []byte{1, 2}, Probe: []byte{3}},
 		&Failed{Message: "readiness permitted target 198.51.100.10:443: unreachable"},
+		&Publish{HostPort: 8080, SandboxPort: 5173},
+		&Published{HostPort: 8080, SandboxPort: 5173},
 	}
 }
 
@@ -159,6 +161,54 @@ func TestChannel(t *testing.T) {
 	parent.Close()
 	if _, err := child.Receive(context.Background()); !errors.Is(err, io.EOF) {
 		t.Fatalf("Receive after close = %v, want EOF", err)
+	}
+}
+
+// TestChannelFile: a published socket travels with its message; a
+// packet with a descriptor is refused by Receive, which closes it.
+func TestChannelFile(t *testing.T) {
+	parent, childFile, err := ChannelPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Close()
+	child, err := NewChannel(childFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer child.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if err := parent.SendFile(&Publish{HostPort: 1, SandboxPort: 2}, w); err != nil {
+		t.Fatal(err)
+	}
+	m, f, err := child.ReceiveFile(context.Background())
+	if err != nil || f == nil || !reflect.DeepEqual(m, &Publish{HostPort: 1, SandboxPort: 2}) {
+		t.Fatalf("ReceiveFile = %+v, %v, %v", m, f, err)
+	}
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	b := make([]byte, 1)
+	if _, err := r.Read(b); err != nil || b[0] != 'x' {
+		t.Fatalf("the passed descriptor is not the pipe: %q, %v", b, err)
+	}
+	if err := parent.SendFile(&Publish{HostPort: 1, SandboxPort: 2}, w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := child.Receive(context.Background()); err == nil {
+		t.Fatal("Receive accepted a packet with a descriptor")
+	}
+	if err := parent.Send(&Published{HostPort: 1, SandboxPort: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if m, f, err := child.ReceiveFile(context.Background()); err != nil || f != nil || m == nil {
+		t.Fatalf("ReceiveFile without a descriptor = %+v, %v, %v", m, f, err)
 	}
 }
 

@@ -62,6 +62,12 @@ type Config struct {
 	// resolver listens on port 53 for the sandbox. Required, and used,
 	// only when the policy has names.
 	PinningResolver netip.Addr
+	// RelayFrom and RelayTo, when both set, are the sandbox's address and
+	// the enforcement end's: the input chain then accepts the replies of
+	// connections the enforcement namespace itself opened to the sandbox
+	// (the port relay, docs/NETWORK.md "Port publishing"), and nothing
+	// else more than without them.
+	RelayFrom, RelayTo netip.Addr
 }
 
 // Op is one planned nftables operation. The set of kinds is closed:
@@ -231,6 +237,14 @@ func New(p *netpolicy.DerivedNetworkPolicy, cfg Config) (*Plan, error) {
 			return nil, fmt.Errorf("planning nftables ruleset: pinning resolver %v: %w", a, ErrNotIPv4)
 		}
 	}
+	relay := cfg.RelayFrom.IsValid() || cfg.RelayTo.IsValid()
+	if relay {
+		for _, a := range []netip.Addr{cfg.RelayFrom, cfg.RelayTo} {
+			if !a.Is4() || a.IsUnspecified() {
+				return nil, fmt.Errorf("planning nftables ruleset: relay address %v: %w", a, ErrNotIPv4)
+			}
+		}
+	}
 
 	var hosts []netip.Addr
 	for i, a := range cfg.HostAddresses {
@@ -307,6 +321,17 @@ func New(p *netpolicy.DerivedNetworkPolicy, cfg Config) (*Plan, error) {
 			ex := append(ifnameIs(expr.MetaKeyIIFNAME, cfg.SandboxInterface), dnsMatch(proto)...)
 			in("dns to the pinning resolver", append(ex, daddrIs(cfg.PinningResolver, accept())...)...)
 		}
+	}
+	if relay {
+		// A reply-direction packet belongs to a connection whose first
+		// packet this namespace sent: the relay's connect to the
+		// sandbox. The addresses keep the sandbox from answering, with
+		// a forged source, any other connection this namespace opened
+		// (the pinning resolver's upstream queries).
+		ex := append(ifnameIs(expr.MetaKeyIIFNAME, cfg.SandboxInterface), saddrIs(cfg.RelayFrom)...)
+		ex = append(ex, daddrIs(cfg.RelayTo, nil)[:2]...)
+		ex = append(ex, ctReply()...)
+		in("replies to the port relay", append(append(ex, ctEstablished()...), accept())...)
 	}
 	in("nothing from the sandbox", ifname(expr.MetaKeyIIFNAME, cfg.SandboxInterface, true, gotoDeny())...)
 	in("loopback", ifname(expr.MetaKeyIIFNAME, "lo", true, accept())...)
@@ -413,6 +438,26 @@ func dnsMatch(proto byte) []expr.Any {
 }
 
 // daddrIs matches one IPv4 destination address.
+// saddrIs matches the IPv4 source address a.
+func saddrIs(a netip.Addr) []expr.Any {
+	b := a.As4()
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b[:]},
+	}
+}
+
+// ctDirReply is IP_CT_DIR_REPLY, the one-byte value of `ct direction`.
+const ctDirReply = 1
+
+// ctReply matches a packet in the reply direction of its connection.
+func ctReply() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeyDIRECTION},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{ctDirReply}},
+	}
+}
+
 func daddrIs(a netip.Addr, verdict expr.Any) []expr.Any {
 	b := a.As4()
 	return []expr.Any{

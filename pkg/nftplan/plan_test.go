@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -624,5 +625,69 @@ func TestPinningResolverInput(t *testing.T) {
 		iif: cfg.SandboxInterface, daddr: netip.MustParseAddr("10.255.255.1"), proto: unix.IPPROTO_UDP, dport: 53, ctState: expr.CtStateBitNEW,
 	}); got != expr.VerdictDrop {
 		t.Errorf("v1 input chain accepts DNS to the enforcement end: %v", got)
+	}
+}
+
+// TestRelayInput: with the relay addresses, the input chain accepts from
+// the sandbox exactly the established replies of connections the
+// enforcement namespace opened to it, from the sandbox's address to the
+// enforcement end; every other packet from the sandbox is still denied,
+// and the forward chain is the same as without them.
+func TestRelayInput(t *testing.T) {
+	sbx, end := netip.MustParseAddr("10.255.255.2"), netip.MustParseAddr("10.255.255.1")
+	cfg := testConfig
+	cfg.RelayFrom, cfg.RelayTo = sbx, end
+	plan, err := New(examplePolicy(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := cfg
+	bad.RelayTo = netip.Addr{}
+	if _, err := New(examplePolicy(t), bad); err == nil {
+		t.Fatal("a relay without the enforcement end's address was planned")
+	}
+	sim := newSimulator(t, plan)
+	est := expr.CtStateBitESTABLISHED
+	for _, tc := range []struct {
+		name         string
+		iif          string
+		saddr, daddr netip.Addr
+		state        uint32
+		reply        bool
+		want         expr.VerdictKind
+	}{
+		{"relay reply", cfg.SandboxInterface, sbx, end, est, true, expr.VerdictAccept},
+		{"sandbox-opened connection", cfg.SandboxInterface, sbx, end, est, false, expr.VerdictDrop},
+		{"new from the sandbox", cfg.SandboxInterface, sbx, end, expr.CtStateBitNEW, false, expr.VerdictDrop},
+		{"related reply", cfg.SandboxInterface, sbx, end, expr.CtStateBitRELATED, true, expr.VerdictAccept},
+		{"forged source", cfg.SandboxInterface, netip.MustParseAddr("198.51.100.53"), end, est, true, expr.VerdictDrop},
+		{"to the upstream end", cfg.SandboxInterface, sbx, netip.MustParseAddr("10.0.2.100"), est, true, expr.VerdictDrop},
+		{"upstream reply", cfg.UpstreamInterface, netip.MustParseAddr("198.51.100.53"), netip.MustParseAddr("10.0.2.100"), est, true, expr.VerdictAccept},
+		{"new from upstream", cfg.UpstreamInterface, netip.MustParseAddr("10.0.2.2"), netip.MustParseAddr("10.0.2.100"), expr.CtStateBitNEW, false, expr.VerdictDrop},
+	} {
+		got := sim.verdict(nftables.TableFamilyIPv4, ChainInput, packet{
+			iif: tc.iif, saddr: tc.saddr, daddr: tc.daddr, proto: unix.IPPROTO_TCP, sport: 5173, dport: 40000,
+			ctState: tc.state, ctReply: tc.reply,
+		})
+		if got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	without, err := New(examplePolicy(t), testConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := plan.Rules(nftables.TableFamilyIPv4, ChainForward), without.Rules(nftables.TableFamilyIPv4, ChainForward)
+	if !reflect.DeepEqual(a, b) {
+		t.Error("the relay changed the forward chain")
+	}
+	// Nothing from upstream reaches the sandbox, relay or not.
+	for _, reply := range []bool{false, true} {
+		if got := sim.verdict(nftables.TableFamilyIPv4, ChainForward, packet{
+			iif: cfg.UpstreamInterface, oif: cfg.SandboxInterface, saddr: netip.MustParseAddr("10.0.2.2"), daddr: sbx,
+			proto: unix.IPPROTO_TCP, sport: 40000, dport: 5173, ctState: expr.CtStateBitNEW, ctReply: reply,
+		}); got != expr.VerdictDrop {
+			t.Errorf("forward from upstream to the sandbox (reply %v): %v", reply, got)
+		}
 	}
 }

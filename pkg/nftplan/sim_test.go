@@ -20,6 +20,7 @@ type packet struct {
 	sport, dport uint16
 	tcpFlags     uint8
 	ctState      uint32
+	ctReply      bool // the packet travels in its connection's reply direction
 }
 
 // outcome is what a chain did with a packet: the verdict, and whether a
@@ -187,11 +188,17 @@ rules:
 					s.t.Fatalf("payload %+v not simulated", e)
 				}
 			case *expr.Ct:
-				if e.Key != expr.CtKeySTATE {
+				clear(reg)
+				switch e.Key {
+				case expr.CtKeySTATE:
+					binary.NativeEndian.PutUint32(reg, pkt.ctState)
+				case expr.CtKeyDIRECTION:
+					if pkt.ctReply {
+						reg[0] = 1
+					}
+				default:
 					s.t.Fatalf("ct key %d not simulated", e.Key)
 				}
-				clear(reg)
-				binary.NativeEndian.PutUint32(reg, pkt.ctState)
 			case *expr.Bitwise:
 				for i := uint32(0); i < e.Len; i++ {
 					reg[i] = reg[i]&e.Mask[i] ^ e.Xor[i]

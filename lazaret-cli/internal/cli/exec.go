@@ -16,7 +16,7 @@ func execCommand() *cli.Command {
 		Name:      "exec",
 		Usage:     "run a command in the sandbox without a terminal (stdout and stderr apart, its exit code), starting or joining the Domain",
 		ArgsUsage: "-- ARGV...",
-		Flags:     sessionFlags(),
+		Flags:     append(sessionFlags(), publishFlags()...),
 		Action:    runExec,
 	}
 }
@@ -27,11 +27,18 @@ func runExec(c *cli.Context) error {
 		return fail(c, "exec needs the command to run: lazaret-cli exec [--profile NAME] -- ARGV...")
 	}
 	trace := startTrace(c, time.Now())
+	ports, err := publishRequest(c)
+	if err != nil {
+		return err
+	}
 	t, cfg, err := resolveTarget(c)
 	if err != nil {
 		return err
 	}
 	cfg.Close()
+	if err := checkBindable(ports, t.Paths().Dir); err != nil {
+		return fail(c, "%v", err)
+	}
 	trace.Mark("configuration resolved")
 	ctx := c.Context
 	s, err := attachWith(ctx, c, t, trace, session.Enroll)
@@ -39,6 +46,9 @@ func runExec(c *cli.Context) error {
 		return err
 	}
 	defer s.Client.Close()
+	if err := publish(c, s.Client, ports, false); err != nil {
+		return err
+	}
 	stdout := c.App.Writer
 	if stdout == nil {
 		stdout = os.Stdout

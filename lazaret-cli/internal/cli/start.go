@@ -47,7 +47,7 @@ func startCommand() *cli.Command {
 		Name:      "start",
 		Usage:     "open an interactive sandbox session in this terminal, starting or joining the Domain",
 		ArgsUsage: "[-- ARGV...]",
-		Flags:     sessionFlags(),
+		Flags:     append(sessionFlags(), publishFlags()...),
 		Action:    runStart,
 	}
 }
@@ -130,9 +130,17 @@ func runStart(c *cli.Context) error {
 		return fail(c, "start needs a terminal on standard input; for scripts use: lazaret-cli exec -- ARGV...")
 	}
 	trace := startTrace(c, time.Now())
+	ports, err := publishRequest(c)
+	if err != nil {
+		return err
+	}
 	t, cfg, err := resolveTarget(c)
 	if err != nil {
 		return err
+	}
+	if err := checkBindable(ports, t.Paths().Dir); err != nil {
+		cfg.Close()
+		return fail(c, "%v", err)
 	}
 	image := cfg.Image()
 	cfg.Close()
@@ -149,6 +157,9 @@ func runStart(c *cli.Context) error {
 		return err
 	}
 	defer s.Client.Close()
+	if err := publish(c, s.Client, ports, true); err != nil {
+		return err
+	}
 	code, err := interact(ctx, c, s, argv, t.LogPath())
 	if err != nil {
 		return err

@@ -108,6 +108,16 @@ func (r *statusReport) writeText(w io.Writer) error {
 		case d.NetworkError != "":
 			fmt.Fprintf(&b, "  network:     unreadable policy file: %s\n", d.NetworkError)
 		}
+		for i, p := range d.Ports {
+			label := "  ports:       "
+			if i > 0 {
+				label = "               "
+			}
+			fmt.Fprintf(&b, "%s%s -> sandbox port %d (tcp)\n", label, p.Host, p.SandboxPort)
+		}
+		if d.PortsError != "" {
+			fmt.Fprintf(&b, "  ports:       unreadable record: %s\n", d.PortsError)
+		}
 		switch d.Store {
 		case session.StoreInUse:
 			fmt.Fprintf(&b, "  store:       %s in use by the running coordinator; its records are not shown while it runs\n", d.StorePath)

@@ -57,6 +57,9 @@ type DomainStatus struct {
 	PublicationError string             `json:"publication_error,omitempty"`
 	Network          *NetworkStatus     `json:"network,omitempty"`
 	NetworkError     string             `json:"network_error,omitempty"`
+	// Ports are the published ports the running generation recorded.
+	Ports      []PortStatus `json:"published_ports,omitempty"`
+	PortsError string       `json:"published_ports_error,omitempty"`
 	// AuditLog is the Domain's escalation audit log, when it exists;
 	// Audit is AuditAccepting or AuditRefusing, and AuditError says why
 	// it refuses.
@@ -174,6 +177,13 @@ func networkStatus(p *netpolicy.DerivedNetworkPolicy, digest ids.Digest) *Networ
 		n.Resolvers = append(n.Resolvers, r.Address.String())
 	}
 	return n
+}
+
+// PortStatus is one published port: TCP to Host on the host reaches
+// SandboxPort in the sandbox.
+type PortStatus struct {
+	Host        string `json:"host"`
+	SandboxPort uint16 `json:"sandbox_port"`
 }
 
 // PublishedStatus is the verified identity file of a Ready Domain.
@@ -299,6 +309,13 @@ func domainStatus(runtimeRoot, storageRoot string, id ids.DomainID, locks map[lo
 		nameStatus(st.Network, pol, p.Dir, time.Now(), RecentRefusals)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		st.NetworkError = err.Error()
+	}
+	if ports, err := control.ReadPublishedPorts(p.Dir); err == nil {
+		for _, f := range ports {
+			st.Ports = append(st.Ports, PortStatus{Host: f.Host(), SandboxPort: f.SandboxPort})
+		}
+	} else {
+		st.PortsError = err.Error()
 	}
 	if ap := audit.Path(storageRoot, id); fileExists(ap) {
 		st.AuditLog, st.Audit = ap, AuditAccepting

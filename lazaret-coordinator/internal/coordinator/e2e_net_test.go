@@ -100,7 +100,8 @@ func TestServeEndToEndNetwork(t *testing.T) {
 			t.Fatal(err)
 		}
 		plan, err := nftplan.New(pol, nftplan.Config{SandboxInterface: netpath.DefaultSandboxInterface,
-			UpstreamInterface: netpath.SlirpTap, HostAddresses: hosts})
+			UpstreamInterface: netpath.SlirpTap, HostAddresses: hosts,
+			RelayFrom: netpath.Config{}.WithDefaults().SandboxAddress(), RelayTo: netpath.Config{}.WithDefaults().Gateway()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -233,7 +233,7 @@ func (g *generation) serveControl(ctx context.Context, sess *sessions) (<-chan s
 	srv, err := control.NewServer(control.Config{
 		CA: t.ca, TLS: t.serverTLS,
 		CoordinatorKey: t.coordinatorKey, Coordinator: t.coordinator, Sandbox: t.sandbox,
-		Sessions: sess, OnRegister: sess.register, Logger: g.s.log,
+		Sessions: sess, OnRegister: sess.register, Ports: g.network, Logger: g.s.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building the control server: %w", err)

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -71,6 +72,11 @@ type sidecarNetwork struct {
 	helper  *netpath.Slirp
 	netns   string // the sandbox namespace path runsc joins
 	lost    chan struct{}
+
+	// portsMu serialises Publish, which alone uses ch after readiness.
+	portsMu   sync.Mutex
+	ports     []control.PortForward // published, canonical order
+	portsDown bool                  // released: no more ports
 }
 
 // newSidecarNetwork derives the policy of the resolved configuration and
@@ -411,7 +417,9 @@ func (n *sidecarNetwork) Release(ctx context.Context) error {
 	if err := s.releaseIntent(domainstore.RoleNetwork, nil); err != nil {
 		return err
 	}
-	for _, name := range []string{control.NetworkPolicyName, control.NameLogName} {
+	// The published host ports close with the sidecar, below.
+	n.closePorts()
+	for _, name := range []string{control.NetworkPolicyName, control.NameLogName, control.PublishedPortsName} {
 		if err := os.Remove(filepath.Join(s.paths.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.log.Warn("removing the network policy's file", "file", name, "err", err.Error())
 		}
@@ -452,7 +460,9 @@ func recoverNetwork(s *scope, o *domainstore.ParticipantOwnership) (string, erro
 			return "", fmt.Errorf("process %d is still in the recorded enforcement namespace %v, and no record identifies it; stop it, then run recovery again", pid, *o.Network.Namespace)
 		}
 	}
-	for _, name := range []string{control.NetworkPolicyName, control.NameLogName} {
+	// The published host ports were held only by the sidecar, and went
+	// with it; their record goes too.
+	for _, name := range []string{control.NetworkPolicyName, control.NameLogName, control.PublishedPortsName} {
 		if err := os.Remove(filepath.Join(s.paths.Dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return "", fmt.Errorf("removing %s: %w", name, err)
 		}

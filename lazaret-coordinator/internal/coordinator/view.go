@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+
+	"lazaret.dev/pkg/control"
 )
 
 // workspaceView provides the sandbox's /workspace: the plain bind when
@@ -57,4 +59,6 @@ type networkView interface {
 	// Resolvers are the DNS servers the sandbox may use.
 	Resolvers() []netip.Addr
 	Participant() bool
+	// Publish publishes ports of the sandbox on the host.
+	control.Ports
 }

@@ -45,15 +45,34 @@ func Run(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, pol
 	if settle != nil {
 		settle()
 	}
-	// Hold the namespaces until the parent goes away.
+	// Hold the namespaces until the parent goes away, and relay the
+	// ports it publishes.
+	rel := newRelays(log)
+	defer rel.Close()
 	for {
-		_, err := channel.Receive(ctx)
+		m, f, err := channel.ReceiveFile(ctx)
 		if errors.Is(err, io.EOF) || ctx.Err() != nil {
 			log.Info("control channel closed; releasing the enforcement path")
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("holding enforcement path: %w", err)
+		}
+		pub, ok := m.(*netsidecar.Publish)
+		if !ok {
+			if f != nil {
+				f.Close()
+			}
+			return fmt.Errorf("holding enforcement path: control message %T: %w", m, netsidecar.ErrUnexpected)
+		}
+		if err := rel.add(pub, f); err != nil {
+			if err := channel.Send(&netsidecar.Failed{Message: fmt.Sprintf("publishing host port %d to sandbox port %d: %v", pub.HostPort, pub.SandboxPort, err)}); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := channel.Send(&netsidecar.Published{HostPort: pub.HostPort, SandboxPort: pub.SandboxPort}); err != nil {
+			return err
 		}
 	}
 }
@@ -84,11 +103,15 @@ func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, p
 	if err := decider.CheckTargets(start.Targets); err != nil {
 		return nil, nil, err
 	}
+	link := netpath.Config{}.WithDefaults()
 	plan, err := nftplan.New(policy, nftplan.Config{
 		SandboxInterface:  netpath.DefaultSandboxInterface,
 		UpstreamInterface: start.UpstreamInterface,
 		HostAddresses:     start.HostAddresses,
 		PinningResolver:   netpath.DefaultLink.Addr().Next(),
+		// Replies of the port relay's connections to the sandbox.
+		RelayFrom: link.SandboxAddress(),
+		RelayTo:   link.Gateway(),
 	})
 	if err != nil {
 		return nil, nil, err

@@ -344,7 +344,8 @@ func checkRulesetIsPlan(t *testing.T, r *running, start *netsidecar.Start) {
 	}
 	defer enf.Close()
 	plan, err := nftplan.New(netlab.Policy(t), nftplan.Config{SandboxInterface: netpath.DefaultSandboxInterface,
-		UpstreamInterface: start.UpstreamInterface, HostAddresses: start.HostAddresses})
+		UpstreamInterface: start.UpstreamInterface, HostAddresses: start.HostAddresses,
+		RelayFrom: netpath.Config{}.WithDefaults().SandboxAddress(), RelayTo: netpath.Config{}.WithDefaults().Gateway()})
 	if err != nil {
 		t.Fatal(err)
 	}
