@@ -60,3 +60,45 @@ func TestImageInDataRootThenExec(t *testing.T) {
 		t.Errorf("exec created the XDG default storage root although the configuration names another")
 	}
 }
+
+// TestDomainCommandsOneConfiguration: with the configuration outside the
+// default place, status, log and stop find the Domain through --config and
+// through $LAZARET_CONFIG, and take the configuration's only profile when
+// --profile is absent; with two profiles, a command that needs one names
+// both.
+func TestDomainCommandsOneConfiguration(t *testing.T) {
+	s := newSandbox(t)
+	doc, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(s.home, "elsewhere.toml")
+	if err := os.WriteFile(other, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(s.config); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := s.cli("exec", "--config", other, "--workspace", s.workspace, "--linger", "60s", "--", "/bin/true"); code != 0 {
+		s.dumpLogs()
+		t.Fatalf("exec --config: code %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code := s.cli("status", "--config", other, "--json")
+	if code != 0 || !strings.Contains(out, `"dev"`) {
+		t.Fatalf("status --config: code %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.cli("log", "--config", other, "--workspace", s.workspace); code != 0 {
+		t.Fatalf("log --config without --profile: code %d\n%s\n%s", code, out, errOut)
+	}
+	twoPath := filepath.Join(s.home, "two.toml")
+	if err := os.WriteFile(twoPath, []byte(string(doc)+"\n[profiles.second]"+strings.SplitN(strings.ReplaceAll(string(doc), "[profiles.dev.", "[profiles.second."), "[profiles.dev]", 2)[1]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := s.cli("stop", "--config", twoPath, "--workspace", s.workspace); code == 0 || !strings.Contains(errOut, "--profile is required") || !strings.Contains(errOut, "dev, second") {
+		t.Fatalf("stop with two profiles and no --profile: code %d, stderr %q; want a refusal naming both", code, errOut)
+	}
+	env := append(append([]string(nil), s.env...), "LAZARET_CONFIG="+other)
+	if out, errOut, code := run(t, env, "lazaret-cli", "stop", "--workspace", s.workspace); code != 0 {
+		t.Fatalf("stop with $LAZARET_CONFIG and no --profile: code %d\n%s\n%s", code, out, errOut)
+	}
+}
