@@ -357,7 +357,11 @@ func (p *sandboxStep) killProcess(ctx context.Context, pid int) error {
 
 // runtimeGone reports, without waiting, whether the sandbox runtime has
 // ended: its supervisor reaped, or the attached runsc exited.
-func (p *sandboxStep) runtimeGone() bool {
+func (p *sandboxStep) runtimeGone() bool { return p.runtimeGoneWithin(0) }
+
+// runtimeGoneWithin is runtimeGone, waiting at most d for the attached
+// runsc to finish exiting.
+func (p *sandboxStep) runtimeGoneWithin(d time.Duration) bool {
 	sb := p.sb
 	if sb == nil || sb.handle == nil {
 		return false
@@ -367,7 +371,7 @@ func (p *sandboxStep) runtimeGone() bool {
 		return true
 	default:
 	}
-	return exitedWithin(sb.handle.ChildPidfd(), 0)
+	return exitedWithin(sb.handle.ChildPidfd(), d)
 }
 
 // childExitGrace bounds the wait for the attached runsc to exit after its

@@ -478,6 +478,15 @@ func (r *run) kill() {
 	}
 }
 
+// runscFailureCode is the exit code of a runsc command that failed itself
+// (runsc's fatal errors), not of the command it ran.
+const runscFailureCode = 128
+
+// runtimeLossGrace bounds how long outcome waits for the attached runsc's
+// exit to show after an exec client ended with runscFailureCode. A
+// command that itself exits 128 while the runtime lives pays this once.
+const runtimeLossGrace = 2 * time.Second
+
 // outcome turns the exec client's wait result into the session's exit.
 // The terminal record is released by release, after the exit was reported
 // (finishLater).
@@ -487,8 +496,16 @@ func (r *run) outcome(waitErr error) protocol.SessionExit {
 	killed := r.killed
 	r.mu.Unlock()
 	ps := r.gc.proc.State()
+	// runsc exec ends with its own failure code when its connection to the
+	// sandbox breaks; a killed runsc can take a moment longer to finish
+	// exiting than its exec client to see the broken connection, so for
+	// that code the loss gets a short wait to show.
+	wait := time.Duration(0)
+	if ps != nil && ps.ExitCode() == runscFailureCode {
+		wait = runtimeLossGrace
+	}
 	switch {
-	case r.s.isLost(), ps != nil && ps.ExitCode() != 0 && r.s.sandbox.runtimeGone():
+	case r.s.isLost(), ps != nil && ps.ExitCode() != 0 && r.s.sandbox.runtimeGoneWithin(wait):
 		// The exec client can end (runsc exec sees the sandbox go away)
 		// before the coordinator has noticed the loss: an exit that is
 		// not a clean one is the runtime's loss when the attached runsc
