@@ -197,14 +197,10 @@ func (v *validator) readiness(at fieldPath, rd *readinessDocV2, sp *staticProfil
 			} else {
 				t.Address = a
 			}
-			if td.Port == nil {
-				v.add(ep.key("port"), RuleRequired, "port is required")
-				good = false
-			} else if *td.Port < 1 || *td.Port > 65535 {
-				v.add(ep.key("port"), RulePort, "port %d must be between 1 and 65535", *td.Port)
-				good = false
+			if port, ok := v.port(ep, td.Port); ok {
+				t.Port = port
 			} else {
-				t.Port = uint16(*td.Port)
+				good = false
 			}
 			if !good {
 				ok = false
@@ -333,15 +329,10 @@ func (v *validator) readinessHosts(lp fieldPath, hosts []*hostDoc, sp *staticPro
 		default:
 			t.Name = *hd.Name
 		}
-		switch {
-		case hd.Port == nil:
-			v.add(ep.key("port"), RuleRequired, "port is required")
+		if port, ok := v.port(ep, hd.Port); ok {
+			t.Port = port
+		} else {
 			good = false
-		case *hd.Port < 1 || *hd.Port > 65535:
-			v.add(ep.key("port"), RulePort, "port %d must be between 1 and 65535", *hd.Port)
-			good = false
-		default:
-			t.Port = uint16(*hd.Port)
 		}
 		if !good {
 			ok = false
@@ -367,4 +358,17 @@ func (v *validator) readinessHosts(lp fieldPath, hosts []*hostDoc, sp *staticPro
 	}
 	slices.SortFunc(list, compareHostTarget)
 	return list, ok
+}
+
+// port checks the required port field of the readiness entry at ep.
+func (v *validator) port(ep fieldPath, p *int64) (uint16, bool) {
+	switch {
+	case p == nil:
+		v.add(ep.key("port"), RuleRequired, "port is required")
+		return 0, false
+	case *p < 1 || *p > 65535:
+		v.add(ep.key("port"), RulePort, "port %d must be between 1 and 65535", *p)
+		return 0, false
+	}
+	return uint16(*p), true
 }

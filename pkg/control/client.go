@@ -250,32 +250,47 @@ func bind(ctx context.Context, conn *clientConn) func() bool {
 
 // call sends req and returns the response frame.
 func (c *Client) call(ctx context.Context, step string, req *protocol.ControlRequest) (*protocol.ControlResponse, error) {
-	conn, err := c.ensure(ctx)
+	body, err := protocol.Encode(req)
+	if err != nil {
+		return nil, c.err(step, err)
+	}
+	f, err := c.exchange(ctx, step, Frame{Type: FrameRequest, Body: body}, FrameResponse, "a response")
 	if err != nil {
 		return nil, err
-	}
-	stop := bind(ctx, conn)
-	defer stop()
-	if err := conn.writeRecord(FrameRequest, req); err != nil {
-		c.drop()
-		return nil, c.err(step, ctxErr(ctx, err))
-	}
-	f, err := conn.read()
-	if err != nil {
-		c.drop()
-		return nil, c.err(step, ctxErr(ctx, err))
-	}
-	if f.Type != FrameResponse {
-		c.drop()
-		return nil, c.err(step, fmt.Errorf("%w: server sent a %v frame, want a response", ErrFrame, f.Type))
 	}
 	var resp protocol.ControlResponse
 	if err := protocol.Decode(f.Body, &resp); err != nil {
 		c.drop()
 		return nil, c.err(step, err)
 	}
-	_ = conn.tc.SetDeadline(time.Time{})
 	return &resp, nil
+}
+
+// exchange writes out and reads the frame that answers it, which must be
+// of type want (described as what in the error). Any failure drops the
+// connection, so the next call starts a fresh one. The caller holds c.mu.
+func (c *Client) exchange(ctx context.Context, step string, out Frame, want FrameType, what string) (Frame, error) {
+	conn, err := c.ensure(ctx)
+	if err != nil {
+		return Frame{}, err
+	}
+	stop := bind(ctx, conn)
+	defer stop()
+	if err := conn.write(out); err != nil {
+		c.drop()
+		return Frame{}, c.err(step, ctxErr(ctx, err))
+	}
+	f, err := conn.read()
+	if err != nil {
+		c.drop()
+		return Frame{}, c.err(step, ctxErr(ctx, err))
+	}
+	if f.Type != want {
+		c.drop()
+		return Frame{}, c.err(step, fmt.Errorf("%w: server sent a %v frame, want %s", ErrFrame, f.Type, what))
+	}
+	_ = conn.tc.SetDeadline(time.Time{})
+	return f, nil
 }
 
 func ctxErr(ctx context.Context, err error) error {
@@ -666,30 +681,14 @@ func (c *Client) Publish(ctx context.Context, fs []PortForward) ([]PortForward, 
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	conn, err := c.ensure(ctx)
+	f, err := c.exchange(ctx, step, Frame{Type: FramePublish, Body: body}, FramePublished, "published")
 	if err != nil {
 		return nil, err
-	}
-	stop := bind(ctx, conn)
-	defer stop()
-	if err := conn.write(Frame{Type: FramePublish, Body: body}); err != nil {
-		c.drop()
-		return nil, c.err(step, ctxErr(ctx, err))
-	}
-	f, err := conn.read()
-	if err != nil {
-		c.drop()
-		return nil, c.err(step, ctxErr(ctx, err))
-	}
-	if f.Type != FramePublished {
-		c.drop()
-		return nil, c.err(step, fmt.Errorf("%w: server sent a %v frame, want published", ErrFrame, f.Type))
 	}
 	all, err := DecodePorts(f.Body)
 	if err != nil {
 		c.drop()
 		return nil, c.err(step, err)
 	}
-	_ = conn.tc.SetDeadline(time.Time{})
 	return all, nil
 }
