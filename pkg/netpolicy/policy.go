@@ -120,6 +120,11 @@ type DerivedNetworkPolicy struct {
 	// NameUpstream (v2 only) is the IPv4 resolver the pinning resolver
 	// forwards allowed names to.
 	NameUpstream netip.Addr
+	// Brokered (v2 only, may be empty) are the destinations of the
+	// credential broker, sorted by (host, port). The encoding has the
+	// section only when it is not empty, so a v2 policy without
+	// credentials keeps its bytes.
+	Brokered []BrokeredDestination
 }
 
 // Validate reports the first violation of the canonical form as a
@@ -225,7 +230,10 @@ func (p *DerivedNetworkPolicy) Validate() error {
 			}
 		}
 	}
-	return p.validateNames()
+	if err := p.validateNames(); err != nil {
+		return err
+	}
+	return p.validateBrokered()
 }
 
 // familyOf is the family an address is written in: IPv4 only for a plain
@@ -371,6 +379,14 @@ func (p *DerivedNetworkPolicy) MarshalPostcard(e *postcard.Encoder) {
 	}
 	e.Variant(uint32(familyOf(p.NameUpstream)))
 	writeIPAddr(e, p.NameUpstream)
+	if len(p.Brokered) == 0 {
+		return
+	}
+	e.SeqLen(len(p.Brokered))
+	for _, b := range p.Brokered {
+		e.String(b.Host)
+		e.U16(b.Port)
+	}
 }
 
 // writeIPAddr writes the family-tagged address union: V4 (0) and four
@@ -475,6 +491,18 @@ func (p *DerivedNetworkPolicy) UnmarshalPostcard(d *postcard.Decoder) {
 		p.NameUpstream = readIPAddr(d)
 		if d.Err() == nil && familyOf(p.NameUpstream) != fam {
 			d.Fail("name_upstream", fieldErr("name_upstream", p.NameUpstream, ErrFamilyMismatch))
+		}
+		if d.Err() == nil && d.Remaining() > 0 {
+			// The section is present only when it is not empty.
+			n := d.SeqLen(minBrokeredSize)
+			if d.Err() == nil && n == 0 {
+				d.Fail("brokered", fieldErr("brokered", nil, ErrBrokeredEmpty))
+				return
+			}
+			p.Brokered = make([]BrokeredDestination, n)
+			for i := range p.Brokered {
+				p.Brokered[i] = BrokeredDestination{Host: d.String(), Port: d.U16()}
+			}
 		}
 	}
 	if d.Err() != nil {
