@@ -321,6 +321,12 @@ func New(p *netpolicy.DerivedNetworkPolicy, cfg Config) (*Plan, error) {
 			ex := append(ifnameIs(expr.MetaKeyIIFNAME, cfg.SandboxInterface), dnsMatch(proto)...)
 			in("dns to the pinning resolver", append(ex, daddrIs(cfg.PinningResolver, accept())...)...)
 		}
+		// The credential broker listens on the enforcement end, where
+		// the pinning resolver sends the sandbox for brokered names.
+		for _, port := range p.BrokeredPorts() {
+			ex := append(ifnameIs(expr.MetaKeyIIFNAME, cfg.SandboxInterface), tcpDportIs(port)...)
+			in(fmt.Sprintf("tcp to the credential broker port %d", port), append(ex, daddrIs(cfg.PinningResolver, accept())...)...)
+		}
 	}
 	if relay {
 		// A reply-direction packet belongs to a connection whose first
@@ -434,6 +440,16 @@ func dnsMatch(proto byte) []expr.Any {
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binary.BigEndian.AppendUint16(nil, netpolicy.DNSPort)},
+	}
+}
+
+// tcpDportIs matches TCP to one destination port.
+func tcpDportIs(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binary.BigEndian.AppendUint16(nil, port)},
 	}
 }
 

@@ -628,6 +628,48 @@ func TestPinningResolverInput(t *testing.T) {
 	}
 }
 
+// TestBrokerInput: a policy with brokered destinations admits TCP from
+// the sandbox to the enforcement end on exactly the brokered ports; UDP
+// on those ports, other ports and other addresses stay denied.
+func TestBrokerInput(t *testing.T) {
+	pol := examplePolicy(t)
+	pol.SchemaID = netpolicy.PolicySchemaIDV2
+	pol.NameRules = []netpolicy.NameRule{{Pattern: "api.example.com", Action: netpolicy.Allow}}
+	pol.NameUpstream = netip.MustParseAddr("198.51.100.53")
+	pol, err := pol.WithBrokered([]netpolicy.BrokeredDestination{{Host: "api.example.com", Port: 443}, {Host: "api.example.com", Port: 8443}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig
+	cfg.PinningResolver = netip.MustParseAddr("10.255.255.1")
+	plan, err := New(pol, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := newSimulator(t, plan)
+	for _, tc := range []struct {
+		daddr string
+		proto uint8
+		dport uint16
+		want  expr.VerdictKind
+	}{
+		{"10.255.255.1", unix.IPPROTO_TCP, 443, expr.VerdictAccept},
+		{"10.255.255.1", unix.IPPROTO_TCP, 8443, expr.VerdictAccept},
+		{"10.255.255.1", unix.IPPROTO_UDP, 443, expr.VerdictDrop},
+		{"10.255.255.1", unix.IPPROTO_TCP, 444, expr.VerdictDrop},
+		{"10.255.255.1", unix.IPPROTO_TCP, 80, expr.VerdictDrop},
+		{"10.0.2.100", unix.IPPROTO_TCP, 443, expr.VerdictDrop},
+	} {
+		got := sim.verdict(nftables.TableFamilyIPv4, ChainInput, packet{
+			iif: cfg.SandboxInterface, saddr: netip.MustParseAddr("10.255.255.2"), daddr: netip.MustParseAddr(tc.daddr),
+			proto: tc.proto, dport: tc.dport, ctState: expr.CtStateBitNEW,
+		})
+		if got != tc.want {
+			t.Errorf("input %s %d/%d: %v, want %v", tc.daddr, tc.dport, tc.proto, got, tc.want)
+		}
+	}
+}
+
 // TestRelayInput: with the relay addresses, the input chain accepts from
 // the sandbox exactly the established replies of connections the
 // enforcement namespace opened to it, from the sandbox's address to the
