@@ -45,6 +45,12 @@ type Config struct {
 	// be called concurrently; it must extend an existing pin to at least
 	// ttl and never shorten it.
 	Pin func(addrs []netip.Addr, ttl time.Duration) error
+	// Local, when not nil, answers some allowed names itself: for a name
+	// it returns true for, an A query is answered with addr alone (TTL
+	// LocalTTL), without asking the upstream and without pinning. The
+	// network sidecar uses it to send brokered names to the credential
+	// broker. Must be safe for any string.
+	Local func(name string) (addr netip.Addr, ok bool)
 	// Event receives one record per decision (may be nil). Called
 	// synchronously, possibly concurrently; must not block long.
 	Event func(Event)

@@ -29,7 +29,13 @@ const (
 	Unpinned
 	// PinFailed: Config.Pin returned an error; the client got SERVFAIL.
 	PinFailed
+	// Local: an allowed name was answered with Config.Local's address
+	// (the credential broker), without the upstream and without a pin.
+	Local
 )
+
+// LocalTTL is the TTL of an answer from Config.Local.
+const LocalTTL = 60 * time.Second
 
 func (k EventKind) String() string {
 	switch k {
@@ -47,6 +53,8 @@ func (k EventKind) String() string {
 		return "unpinned"
 	case PinFailed:
 		return "pin-failed"
+	case Local:
+		return "brokered"
 	}
 	return "kind-" + strconv.Itoa(int(k))
 }

@@ -92,6 +92,12 @@ func (s *Server) resolve(ctx context.Context, msg []byte, limit int) ([]byte, er
 		s.event(Event{Kind: Unpinned, Name: name, Rule: v.Rule, Reason: "query type " + q.question.Type.String() + " is answered empty and not forwarded"})
 		return s.reply(q, dnsmessage.RCodeSuccess, nil, limit), nil
 	}
+	if s.cfg.Local != nil {
+		if a, ok := s.cfg.Local(name); ok && a.Is4() {
+			s.event(Event{Kind: Local, Name: name, Rule: v.Rule, Addresses: []netip.Addr{a}, TTL: LocalTTL})
+			return s.replyTTL(q, dnsmessage.RCodeSuccess, []answer{{owner: q.question.Name, a: a.As4()}}, uint32(LocalTTL/time.Second), limit), nil
+		}
+	}
 
 	up, err := s.forward(ctx, name)
 	if err != nil {

@@ -602,3 +602,41 @@ func TestLostUpstreamDatagramResent(t *testing.T) {
 		t.Fatalf("upstream got %d queries, want the same query twice", len(q))
 	}
 }
+
+// TestLocalNamesAnsweredWithoutUpstream: a name Config.Local claims is
+// answered with its address alone, without forwarding or pinning; other
+// names and other types of that name take the usual path.
+func TestLocalNamesAnsweredWithoutUpstream(t *testing.T) {
+	broker := netip.MustParseAddr("10.255.255.1")
+	hs := newHarness(t, answerWith(dnsmessage.RCodeSuccess, rrA("www.example.com", "93.184.216.34", 300)), func(c *Config) {
+		c.Local = func(name string) (netip.Addr, bool) { return broker, name == "api.example.com" }
+	})
+	m := hs.resolve(t, mkQuery(1, "API.example.com", dnsmessage.TypeA, 0))
+	if got := answerAddrs(m); m.RCode != dnsmessage.RCodeSuccess || !slices.Equal(got, []netip.Addr{broker}) {
+		t.Fatalf("local answer: rcode %v, addresses %v", m.RCode, got)
+	}
+	if ttl := m.Answers[0].Header.TTL; ttl != uint32(LocalTTL/time.Second) {
+		t.Errorf("local answer TTL = %d", ttl)
+	}
+	if ev := hs.eventsOf(Local); len(ev) != 1 || ev[0].Name != "api.example.com" || ev[0].Kind.String() != "brokered" {
+		t.Fatalf("Local events = %+v", ev)
+	}
+	if m := hs.resolve(t, mkQuery(2, "api.example.com", dnsmessage.TypeAAAA, 0)); len(m.Answers) != 0 {
+		t.Fatalf("AAAA of a local name answered %+v", m.Answers)
+	}
+	if len(hs.up.received()) != 0 || len(hs.pinned()) != 0 {
+		t.Fatalf("a local name reached the upstream (%d) or was pinned (%d)", len(hs.up.received()), len(hs.pinned()))
+	}
+	// A name Local does not claim is forwarded and pinned as usual.
+	hs.resolve(t, mkQuery(3, "www.example.com", dnsmessage.TypeA, 0))
+	if len(hs.up.received()) != 1 || len(hs.pinned()) != 1 {
+		t.Fatal("a name Local does not claim was not forwarded and pinned")
+	}
+	// A disallowed name is refused before Local is asked.
+	hs = newHarness(t, nil, func(c *Config) {
+		c.Local = func(string) (netip.Addr, bool) { return broker, true }
+	})
+	if m := hs.resolve(t, mkQuery(4, "evil.test", dnsmessage.TypeA, 0)); m.RCode != dnsmessage.RCodeRefused {
+		t.Fatalf("disallowed name with Local: rcode %v", m.RCode)
+	}
+}
