@@ -54,6 +54,11 @@ type Input struct {
 	Volumes     []Volume
 	InitArgv    []string // the container's own process, e.g. the guest's init
 	NetworkPath string   // network namespace path; empty means no network
+	// TrustStores are sandbox paths (members of TrustStores) to
+	// mount EtcDir/ca-certificates.crt over, read-only: the image's CA
+	// bundle with the credential broker's CA appended. Empty without a
+	// credential broker.
+	TrustStores []string
 	// WorkspaceDentries is the size of gVisor's dentry cache for the
 	// /workspace mount (its `dcache` mount option); 0 keeps gVisor's
 	// default of 1000. See docs/RUNSC.md, "The workspace mount".
@@ -112,9 +117,23 @@ func Container(in Input) (*specs.Spec, error) {
 		volumeDests[v.Destination] = true
 		mounts = append(mounts, bind(v.Source, v.Destination, v.ReadOnly))
 	}
+	// The trust stores are mounted only where no volume is: a volume
+	// over /etc/ssl brings its own bundle (and the session environment
+	// still names the broker's CA, see the coordinator).
+	trust := map[string]bool{}
+	for _, t := range in.TrustStores {
+		if !slices.Contains(TrustStores, t) {
+			return nil, fmt.Errorf("%w: trust store %q is not one of %q", ErrInvalid, t, TrustStores)
+		}
+		if slices.ContainsFunc(in.Volumes, func(v Volume) bool { return layout.Overlaps(v.Destination, t) }) {
+			continue
+		}
+		trust[t] = true
+		mounts = append(mounts, bind(path.Join(in.EtcDir, TrustBundleName), t, true))
+	}
 	protected := in.Layout.Protected()
 	for _, m := range mounts {
-		if !slices.Contains(protected, m.Destination) && !volumeDests[m.Destination] {
+		if !slices.Contains(protected, m.Destination) && !volumeDests[m.Destination] && !trust[m.Destination] {
 			return nil, fmt.Errorf("%w: mount destination %q is neither protected nor a volume", ErrInvalid, m.Destination)
 		}
 	}
