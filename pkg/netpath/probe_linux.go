@@ -567,7 +567,11 @@ func (p *Path) probeHost(ctx context.Context, h netpolicy.HostTarget, cfg ProbeC
 	var wg sync.WaitGroup
 	errs := make([]error, len(addrs))
 	for i, a := range addrs {
-		if why := p.neverLeaves(a); why != "" {
+		// The pinning resolver answers a brokered name with the
+		// enforcement end, where the credential broker listens: reaching
+		// it proves the broker serves the host's port. No other name can
+		// resolve there (the resolver admits no structural address).
+		if why := p.neverLeaves(a); why != "" && a != p.Config.Gateway() {
 			return o, &netpolicy.TargetError{Kind: netpolicy.TargetHost, Target: h.String(), Detail: a.String() + ": " + why, Err: ErrNotProbeable}
 		}
 		wg.Add(1)

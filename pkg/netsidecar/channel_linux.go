@@ -22,21 +22,36 @@ const RequiredSeals = unix.F_SEAL_WRITE | unix.F_SEAL_GROW | unix.F_SEAL_SHRINK 
 
 // SealPolicy returns a memfd holding policy, sealed with RequiredSeals.
 func SealPolicy(policy []byte) (*os.File, error) {
-	if len(policy) > MaxPolicy {
-		return nil, fmt.Errorf("sealing policy of %d bytes: %w", len(policy), ErrPolicyTooLarge)
+	return seal("lazaret-network-policy", "policy", policy, MaxPolicy, ErrPolicyTooLarge)
+}
+
+// MaxBroker bounds the credential broker's sealed configuration.
+const MaxBroker = 1 << 20
+
+// SealBroker returns a memfd holding the credential broker's encoded
+// configuration (empty for none), sealed with RequiredSeals. It holds
+// secrets: the memfd is never linked into a file system, and the caller
+// closes it once the sidecar has its copy.
+func SealBroker(config []byte) (*os.File, error) {
+	return seal("lazaret-credential-broker", "broker configuration", config, MaxBroker, ErrBrokerTooLarge)
+}
+
+func seal(name, what string, data []byte, limit int, tooLarge error) (*os.File, error) {
+	if len(data) > limit {
+		return nil, fmt.Errorf("sealing %s of %d bytes: %w", what, len(data), tooLarge)
 	}
-	fd, err := unix.MemfdCreate("lazaret-network-policy", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return nil, fmt.Errorf("creating policy memfd: %w", os.NewSyscallError("memfd_create", err))
+		return nil, fmt.Errorf("creating %s memfd: %w", what, os.NewSyscallError("memfd_create", err))
 	}
-	f := os.NewFile(uintptr(fd), "lazaret-network-policy")
-	if _, err := f.Write(policy); err != nil {
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("writing policy memfd: %w", err)
+		return nil, fmt.Errorf("writing %s memfd: %w", what, err)
 	}
 	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, RequiredSeals); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("sealing policy memfd: %w", os.NewSyscallError("fcntl", err))
+		return nil, fmt.Errorf("sealing %s memfd: %w", what, os.NewSyscallError("fcntl", err))
 	}
 	return f, nil
 }
@@ -46,26 +61,35 @@ func SealPolicy(policy []byte) (*os.File, error) {
 // set and F_SEAL_SEAL forbids removing them, no holder of the descriptor
 // can change the bytes after this check.
 func ReadSealedPolicy(f *os.File) ([]byte, error) {
+	return readSealed(f, "policy", MaxPolicy, ErrPolicyTooLarge)
+}
+
+// ReadSealedBroker is ReadSealedPolicy for the broker's configuration.
+func ReadSealedBroker(f *os.File) ([]byte, error) {
+	return readSealed(f, "broker configuration", MaxBroker, ErrBrokerTooLarge)
+}
+
+func readSealed(f *os.File, what string, limit int64, tooLarge error) ([]byte, error) {
 	seals, err := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0)
 	if err == unix.EINVAL {
-		return nil, fmt.Errorf("policy descriptor %q is not a memfd: %w", f.Name(), ErrNotSealed)
+		return nil, fmt.Errorf("%s descriptor %q is not a memfd: %w", what, f.Name(), ErrNotSealed)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading seals of policy memfd %q: %w", f.Name(), os.NewSyscallError("fcntl", err))
+		return nil, fmt.Errorf("reading seals of %s memfd %q: %w", what, f.Name(), os.NewSyscallError("fcntl", err))
 	}
 	if seals&RequiredSeals != RequiredSeals {
-		return nil, fmt.Errorf("policy memfd %q has seals %#x, needs %#x: %w", f.Name(), seals, RequiredSeals, ErrNotSealed)
+		return nil, fmt.Errorf("%s memfd %q has seals %#x, needs %#x: %w", what, f.Name(), seals, RequiredSeals, ErrNotSealed)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, fmt.Errorf("policy memfd %q: %w", f.Name(), os.NewSyscallError("fstat", err))
+		return nil, fmt.Errorf("%s memfd %q: %w", what, f.Name(), os.NewSyscallError("fstat", err))
 	}
-	if st.Size > MaxPolicy {
-		return nil, fmt.Errorf("policy memfd %q of %d bytes: %w", f.Name(), st.Size, ErrPolicyTooLarge)
+	if st.Size > limit {
+		return nil, fmt.Errorf("%s memfd %q of %d bytes: %w", what, f.Name(), st.Size, tooLarge)
 	}
 	b := make([]byte, st.Size)
 	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
-		return nil, fmt.Errorf("reading policy memfd %q: %w", f.Name(), err)
+		return nil, fmt.Errorf("reading %s memfd %q: %w", what, f.Name(), err)
 	}
 	return b, nil
 }

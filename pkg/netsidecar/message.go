@@ -20,6 +20,7 @@ var (
 	ErrDigest         = errors.New("policy digest does not match the sealed policy")
 	ErrNotSealed      = errors.New("policy memfd is not sealed against writing, growing, shrinking and resealing")
 	ErrPolicyTooLarge = errors.New("sealed policy exceeds the size limit")
+	ErrBrokerTooLarge = errors.New("sealed broker configuration exceeds the size limit")
 )
 
 // MaxMessage bounds one control message.

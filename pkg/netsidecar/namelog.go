@@ -27,10 +27,16 @@ const NameLogLimit = 4 << 20
 
 // Kinds of name log records besides the resolver's event kinds
 // (pinned, refused, rebinding, upstream, malformed, unpinned,
-// pin-failed).
+// pin-failed, brokered).
 const (
 	// NameLogSnapshot lists every pin held when the log started over.
 	NameLogSnapshot = "snapshot"
+	// BrokerBrokered: the credential broker forwarded a request with a
+	// credential's real value in place of its placeholder.
+	BrokerBrokered = "broker-brokered"
+	// BrokerRefused: the credential broker refused a connection or a
+	// request; Reason says why.
+	BrokerRefused = "broker-refused"
 )
 
 // NameLogRecord is one line of the name log: JSON, one object per line.
@@ -46,6 +52,15 @@ type NameLogRecord struct {
 	TTLMillis int64     `json:"ttl_ms,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	Pins      []NamePin `json:"pins,omitempty"`
+	// Port, Credentials, Method and Status belong to the credential
+	// broker's records (BrokerBrokered, BrokerRefused): Name is then the
+	// destination host (the TLS server name the sandbox sent), and
+	// Credentials the names of the sandbox variables substituted or
+	// involved. No record holds a credential's value or placeholder.
+	Port        uint16   `json:"port,omitempty"`
+	Credentials []string `json:"credentials,omitempty"`
+	Method      string   `json:"method,omitempty"`
+	Status      int      `json:"status,omitempty"`
 }
 
 // NamePin is one pinned address and when its pin ends.
@@ -172,7 +187,7 @@ func ReadNameLog(path string, now time.Time, maxRefusals int) (*NameSummary, err
 			for _, a := range r.Addresses {
 				pin(pins, a, r.Time.Add(time.Duration(r.TTLMillis)*time.Millisecond), r.Name)
 			}
-		case "refused", "rebinding":
+		case "refused", "rebinding", BrokerRefused:
 			sum.Refusals = append(sum.Refusals, r)
 			if len(sum.Refusals) > maxRefusals {
 				sum.Refusals = sum.Refusals[1:]
