@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
+	"time"
 
 	"lazaret.dev/pkg/netpath"
 	"lazaret.dev/pkg/testgate"
@@ -74,10 +77,12 @@ type Internet struct {
 	ns      *os.File
 	host    *os.File
 	closers []io.Closer
+	gitRoot string // the git service's repositories, removed at Close
 }
 
 // StartInternet builds the test internet and routes its prefixes (not a
-// default route: the host keeps its own) from the namespace host.
+// default route: the host keeps its own) from the namespace host. Its
+// HTTPS services (APIHost, OtherHost) run git, which must be on PATH.
 func StartInternet(host *os.File) (_ *Internet, err error) {
 	inet, err := netpath.NewNetNS()
 	if err != nil {
@@ -105,6 +110,16 @@ func StartInternet(host *os.File) (_ *Internet, err error) {
 	}
 	if err := in.serve(serveDiscard(inet, netip.AddrPortFrom(InternetPermitted, 9))); err != nil {
 		return nil, err
+	}
+	git, gitRoot, err := makeGitRoot()
+	if err != nil {
+		return nil, err
+	}
+	in.gitRoot = gitRoot
+	for _, h := range []netip.Addr{APIHost, OtherHost} {
+		if err := in.serve(serveHTTPS(inet, netip.AddrPortFrom(h, TLSPort), git, gitRoot)); err != nil {
+			return nil, err
+		}
 	}
 	records := map[string][]netip.Addr{InternetName: {InternetAnswer}}
 	for _, r := range []netip.Addr{InternetResolver, InternetOtherResolver} {
@@ -137,6 +152,24 @@ func StartInternet(host *os.File) (_ *Internet, err error) {
 	return in, nil
 }
 
+// serveHTTPS serves the HTTPS services (newServices) on addr inside ns
+// with ServerTLSConfig, until the returned server is closed.
+func serveHTTPS(ns *os.File, addr netip.AddrPort, git, gitRoot string) (io.Closer, error) {
+	ln, err := listen(ns, addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{
+		Handler:           newServices(addr.String(), git, gitRoot),
+		TLSConfig:         ServerTLSConfig(),
+		ReadHeaderTimeout: 10 * time.Second,
+		// Handshakes with an unknown name are the clients' mistakes.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	go srv.ServeTLS(ln, "", "")
+	return srv, nil
+}
+
 func (in *Internet) serve(c io.Closer, err error) error {
 	if err != nil {
 		return err
@@ -153,9 +186,13 @@ func (in *Internet) Close() error {
 	}
 	in.closers = nil
 	var err error
+	if in.gitRoot != "" {
+		err = os.RemoveAll(in.gitRoot)
+		in.gitRoot = ""
+	}
 	if h, herr := handleAt(in.host); herr == nil {
 		if l, lerr := h.LinkByName(hostLinkName); lerr == nil {
-			err = h.LinkDel(l)
+			err = errors.Join(err, h.LinkDel(l))
 		}
 		h.Close()
 	}

@@ -240,6 +240,20 @@ func serveTCP(ns *os.File, addr netip.AddrPort) (net.Listener, error) {
 	})
 }
 
+// listen opens a TCP listener on addr inside ns.
+func listen(ns *os.File, addr netip.AddrPort) (net.Listener, error) {
+	var ln net.Listener
+	err := netpath.InNetNS(ns, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", addr.String())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %v: %w", addr, err)
+	}
+	return ln, nil
+}
+
 // serveDiscard listens on addr inside ns and reads every connection to
 // its end (the discard service), for throughput measurements.
 func serveDiscard(ns *os.File, addr netip.AddrPort) (net.Listener, error) {
@@ -249,14 +263,9 @@ func serveDiscard(ns *os.File, addr netip.AddrPort) (net.Listener, error) {
 // serveConns listens on addr inside ns and runs handle on every
 // connection, closing it afterwards, until the listener is closed.
 func serveConns(ns *os.File, addr netip.AddrPort, handle func(net.Conn)) (net.Listener, error) {
-	var ln net.Listener
-	err := netpath.InNetNS(ns, func() error {
-		var err error
-		ln, err = net.Listen("tcp4", addr.String())
-		return err
-	})
+	ln, err := listen(ns, addr)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %v: %w", addr, err)
+		return nil, err
 	}
 	go func() {
 		for {
@@ -394,6 +403,12 @@ func answer(req []byte, records map[string][]netip.Addr) ([]byte, error) {
 //
 // Anything else in the zone is NXDOMAIN.
 const DynamicSuffix = "dyn.lab.test"
+
+// DynamicName returns the name in DynamicSuffix that the test internet's
+// resolvers answer with a, with a TTL of ttl seconds.
+func DynamicName(a netip.Addr, ttl int) string {
+	return fmt.Sprintf("%s.ttl%d.%s", strings.ReplaceAll(a.String(), ".", "-"), ttl, DynamicSuffix)
+}
 
 type record struct {
 	owner string

@@ -23,3 +23,13 @@ func TestDynamicLookup(t *testing.T) {
 		t.Fatalf("table: %+v", rrs)
 	}
 }
+
+func TestDynamicName(t *testing.T) {
+	if got := DynamicName(InternetNamed[1], 60); got != "198-19-0-11.ttl60.dyn.lab.test" {
+		t.Fatalf("DynamicName = %q", got)
+	}
+	rrs, ok := lookup(DynamicName(InternetNamed[2], 0), nil)
+	if !ok || rrs[0].a != netip.MustParseAddr("198.19.0.12") {
+		t.Fatalf("lookup: %+v %v", rrs, ok)
+	}
+}
