@@ -226,6 +226,9 @@ type FingerprintRecordV2 struct {
 	// Resolver is the upstream resolver for allowed names; invalid when
 	// the profile allows no host names.
 	Resolver netip.Addr
+	// Credentials are the brokered credentials, in declaration order; the
+	// preimage covers them only when there is at least one.
+	Credentials []Credential
 }
 
 func stringItems(ss []string) [][]byte {
@@ -240,7 +243,11 @@ func stringItems(ss []string) [][]byte {
 // hashes: the v2 separator, every v1 field in the v1 encoding and order,
 // then list(effective allow hosts), list(effective deny hosts),
 // bytes(resolver: 4 address bytes, or none) and list(readiness hosts:
-// bytes(name) || u16be(port)).
+// bytes(name) || u16be(port)), then, only when the profile has
+// credentials, list(credentials: bytes(env) || list(hosts: bytes(host)) ||
+// u16be(port) || bytes(scheme) || bytes(header) || bytes(SHA-256 of the
+// upstream_ca file, or empty)). A document without credentials keeps the
+// preimage it had before credentials existed.
 func (r *FingerprintRecordV2) Preimage() []byte {
 	b := r.FingerprintRecordV1.appendFields([]byte(fingerprintTagV2))
 	b = appendList(b, stringItems(r.EffectiveAllowHosts), true)
@@ -254,6 +261,24 @@ func (r *FingerprintRecordV2) Preimage() []byte {
 	items := make([][]byte, len(r.Readiness.Hosts))
 	for i, h := range r.Readiness.Hosts {
 		items[i] = binary.BigEndian.AppendUint16(appendBytes(nil, []byte(h.Name)), h.Port)
+	}
+	b = appendList(b, items, true)
+	if len(r.Credentials) == 0 {
+		return b
+	}
+	items = make([][]byte, len(r.Credentials))
+	for i, c := range r.Credentials {
+		it := appendBytes(nil, []byte(c.Env))
+		it = appendList(it, stringItems(c.Hosts), true)
+		it = binary.BigEndian.AppendUint16(it, c.Port)
+		it = appendBytes(it, []byte(c.Scheme))
+		it = appendBytes(it, []byte(c.Header))
+		var ca []byte
+		if c.UpstreamCA != nil {
+			sum := sha256.Sum256(c.UpstreamCA)
+			ca = sum[:]
+		}
+		items[i] = appendBytes(it, ca)
 	}
 	return appendList(b, items, true)
 }
@@ -281,5 +306,12 @@ func (r FingerprintRecordV2) clone() FingerprintRecordV2 {
 	r.FingerprintRecordV1 = r.FingerprintRecordV1.clone()
 	r.EffectiveAllowHosts = slices.Clone(r.EffectiveAllowHosts)
 	r.EffectiveDenyHosts = slices.Clone(r.EffectiveDenyHosts)
+	if r.Credentials != nil {
+		cs := make([]Credential, len(r.Credentials))
+		for i, c := range r.Credentials {
+			cs[i] = c.clone()
+		}
+		r.Credentials = cs
+	}
 	return r
 }

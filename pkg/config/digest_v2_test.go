@@ -21,7 +21,8 @@ func resolveGolden(t *testing.T, name string) *ResolvedDomainConfiguration {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"HOME": "/nonexistent/lazaret-golden/home", "XDG_RUNTIME_DIR": "/nonexistent/lazaret-golden/run", "API_TOKEN": "x"}
+	env := map[string]string{"HOME": "/nonexistent/lazaret-golden/home", "XDG_RUNTIME_DIR": "/nonexistent/lazaret-golden/run", "API_TOKEN": "x",
+		"API_KEY": "sk-golden-0123456789abcdef", "GH_TOKEN": "ghp_0123456789abcdefghij"}
 	cfg, err := Resolve(data, Options{
 		Profile:     "dev",
 		Workspace:   "/srv/project",

@@ -1,8 +1,9 @@
 // Package config loads, validates and resolves the Lazaret trusted host
 // configuration v1 (schema "lazaret-trusted-host-config-v1") and v2
-// ("lazaret-trusted-host-config-v2": v1 plus host-name policy) and computes
-// DomainIdV1 and ConfigurationFingerprintV1 or V2. It also holds the pure
-// host-name matcher (MatchHost, DecideHost) that enforcement applies.
+// ("lazaret-trusted-host-config-v2": v1 plus host-name policy and brokered
+// credentials) and computes DomainIdV1 and ConfigurationFingerprintV1 or V2.
+// It also holds the pure host-name matcher (MatchHost, DecideHost) that
+// enforcement applies.
 //
 // Resolution is a pure planner over the document and the host as it is: it
 // reads the filesystem and the environment but creates, writes and deletes
@@ -21,6 +22,8 @@
 //   - hosts.go: host patterns, MatchHost and DecideHost.
 //   - source.go: openat2 source plans and executable checks (Linux).
 //   - resolve.go: Resolve and ResolvedDomainConfiguration.
+//   - credentials.go: v2 brokered credentials: their rules, the checks of
+//     their host values and upstream_ca files, and Credential.
 //   - summary.go: Summarize, the profile names and roots of a document
 //     without a selected profile or workspace.
 //   - digest.go: the digest preimages.

@@ -97,10 +97,20 @@ type networkDocV2 struct {
 
 type profileDocV2 struct {
 	profileDoc
-	AllowHosts []string        `toml:"allow_hosts"`
-	DenyHosts  []string        `toml:"deny_hosts"`
-	Resolver   *string         `toml:"resolver"`
-	Readiness  *readinessDocV2 `toml:"readiness"`
+	AllowHosts  []string         `toml:"allow_hosts"`
+	DenyHosts   []string         `toml:"deny_hosts"`
+	Resolver    *string          `toml:"resolver"`
+	Readiness   *readinessDocV2  `toml:"readiness"`
+	Credentials []*credentialDoc `toml:"credentials"`
+}
+
+type credentialDoc struct {
+	Env        *string  `toml:"env"`
+	Hosts      []string `toml:"hosts"`
+	Port       *int64   `toml:"port"`
+	Scheme     *string  `toml:"scheme"`
+	Header     *string  `toml:"header"`
+	UpstreamCA *string  `toml:"upstream_ca"`
 }
 
 type readinessDocV2 struct {
@@ -157,9 +167,10 @@ var closedFields = map[string][]string{
 var closedFieldsV2 = func() map[string][]string {
 	m := maps.Clone(closedFields)
 	m["network"] = append(slices.Clone(m["network"]), "allow_hosts", "deny_hosts")
-	m["profile"] = append(slices.Clone(m["profile"]), "allow_hosts", "deny_hosts", "resolver")
+	m["profile"] = append(slices.Clone(m["profile"]), "allow_hosts", "deny_hosts", "resolver", "credentials")
 	m["readiness"] = append(slices.Clone(m["readiness"]), "hosts")
 	m["host"] = []string{"name", "port"}
+	m["credential"] = []string{"env", "hosts", "port", "scheme", "header", "upstream_ca"}
 	return m
 }()
 
@@ -187,6 +198,8 @@ func tableKind(parts []string) string {
 		return rest[0]
 	case len(rest) == 1 && rest[0] == "volumes":
 		return "volume"
+	case len(rest) == 1 && rest[0] == "credentials":
+		return "credential" // v2 only: v1 has no such closed table
 	case len(rest) == 2 && rest[0] == "readiness" && (rest[1] == "denied" || rest[1] == "permitted"):
 		return "target"
 	case len(rest) == 2 && rest[0] == "readiness" && rest[1] == "dns":

@@ -81,7 +81,13 @@ func newFixture(t testing.TB) *fixture {
 		"XDG_DATA_HOME":   f.data,
 		"XDG_RUNTIME_DIR": f.run,
 		"API_TOKEN":       "s3cr3t-value-never-printed",
+		// Brokered values: API_KEY fits a placeholder; the others do not.
+		"API_KEY":   "sk-live-Zq8vN3pL5tR7wX2yB4mK",
+		"SPACE_KEY": "sk-live Zq8vN3pL5tR7wX2yB4mK",
+		"LONG_KEY":  strings.Repeat("k", MaxCredentialValue+1),
+		"EMPTY_KEY": "",
 	}
+	writeCAFiles(t, filepath.Join(dir, "ca"))
 	return f
 }
 

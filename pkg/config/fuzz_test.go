@@ -24,8 +24,9 @@ func FuzzLoadResolve(f *testing.F) {
 		v2With(v2Hosts, `hosts = [{ name = "x.cdn.example.net", port = 443 }, { name = "api.example.com", port = 80 }]`),
 		strings.Replace(readinessDocWith(okDenied, okPermitted, okDNS, okAllow), SchemaID, SchemaIDV2, 1),
 		"schema = \"lazaret-trusted-host-config-v2\"\n[profiles.dev]\nallow_hosts = [\"*.com\"]\n",
+		credDoc(okCred, cred("TOKEN", `"x.cdn.example.net"`, "header", "x-api-key")+"\nport = 8443"),
 	}
-	for _, name := range []string{"basic.toml", "v2.toml"} {
+	for _, name := range []string{"basic.toml", "v2.toml", "v2-credentials.toml"} {
 		if data, err := os.ReadFile(filepath.Join("testdata", "golden", name)); err == nil {
 			seeds = append(seeds, string(data))
 		}

@@ -53,6 +53,14 @@ const (
 	RuleHostPattern       Rule = "host-pattern"       // v2: not a host pattern
 	RuleHostConflict      Rule = "host-conflict"      // v2: the same host pattern is allowed and denied
 	RuleResolver          Rule = "resolver"           // v2: resolver missing with allow_hosts, or set without
+	RuleCredentialCount   Rule = "credential-count"   // v2: more than 8 credentials in a profile
+	RuleCredentialEnv     Rule = "credential-env"     // v2: env names no key of the profile's env table, or one another credential names
+	RuleCredentialHosts   Rule = "credential-hosts"   // v2: not 1 to 16 hosts, or a repeated host
+	RuleCredentialPolicy  Rule = "credential-policy"  // v2: a credential host the effective host-name policy does not allow
+	RuleCredentialClash   Rule = "credential-clash"   // v2: two credentials set the same header for the same host and port
+	RuleCredentialHeader  Rule = "credential-header"  // v2: header missing, superfluous, not a lowercase token, or reserved
+	RuleCredentialCA      Rule = "credential-ca"      // v2: upstream_ca not absolute, unreadable, untrusted, too large or without a certificate
+	RuleCredentialValue   Rule = "credential-value"   // v2: the host value of a brokered variable is not 1 to 4096 printable bytes or too short for a placeholder
 	RuleEscalation        Rule = "escalation"         // rules while escalation is disabled
 	RuleExecutable        Rule = "executable"         // an auto-approval executable fails a check
 	RuleArgs              Rule = "args"               // allow_extra_args without arguments

@@ -114,6 +114,7 @@ type ResolvedDomainConfiguration struct {
 	domainID    ids.DomainID
 	fingerprint ids.Digest
 	volumes     []ResolvedVolume
+	credentials []Credential // v2; in declaration order
 	env         secretEnv
 	warnings    []Problem
 	closed      bool
@@ -252,6 +253,17 @@ func (c *ResolvedDomainConfiguration) DecideHost(name string) (allowed bool, rul
 // always for a v1 document).
 func (c *ResolvedDomainConfiguration) NameResolver() (netip.Addr, bool) {
 	return c.record.Resolver, c.record.Resolver.IsValid()
+}
+
+// Credentials are the brokered credentials of the profile (v2 only; nil
+// otherwise), deep copies in declaration order. Their real values stay
+// behind EnvironmentValue.
+func (c *ResolvedDomainConfiguration) Credentials() []Credential {
+	var out []Credential
+	for _, cr := range c.credentials {
+		out = append(out, cr.clone())
+	}
+	return out
 }
 
 // Readiness returns the readiness targets: denied, permitted and dns in
@@ -480,6 +492,7 @@ func (r *resolver) profile(sp *staticProfile) *ResolvedDomainConfiguration {
 		}
 		cfg.env.values[ref.SandboxName] = val
 	}
+	r.credentials(cfg, sp)
 	var rules []AutoApprovalRule
 	seen := map[string]fieldPath{}
 	for _, sr := range sp.rules {
@@ -525,6 +538,9 @@ func (r *resolver) profile(sp *staticProfile) *ResolvedDomainConfiguration {
 		cfg.record.EffectiveAllowHosts = slices.Clone(sp.allowHosts)
 		cfg.record.EffectiveDenyHosts = slices.Clone(sp.denyHosts)
 		cfg.record.Resolver = sp.resolver
+		for _, c := range cfg.credentials {
+			cfg.record.Credentials = append(cfg.record.Credentials, c.clone())
+		}
 		cfg.fingerprint = cfg.record.Digest()
 	} else {
 		cfg.fingerprint = cfg.record.FingerprintRecordV1.Digest()

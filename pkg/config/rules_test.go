@@ -204,6 +204,54 @@ func TestRules(t *testing.T) {
 		{"executable in storage root", testDoc("", escal(true, `executable = "@DIR@/bin/tool"`)) + "\n[storage]\ndata_root = \"@DIR@/bin\"\n", "profiles.dev.escalation.auto_approve[0].executable", RuleExecutable, nil},
 		{"duplicate rule", testDoc("", escal(true, "executable = \"@DIR@/bin/tool\"\nargs = [\"a\"]", "executable = \"@DIR@/bin/toollink\"\nargs = [\"a\"]")), "profiles.dev.escalation.auto_approve[1]", RuleDuplicateRule, nil},
 
+		// Credentials (v2).
+		{"v1 credentials", testDoc(`env = { API_KEY = "env:API_KEY" }`, "\n[[profiles.dev.credentials]]\n"+okCred), "profiles.dev.credentials", RuleUnknownField, nil},
+		{"credential unknown field", credDoc(okCred + "\nmode = 1"), "profiles.dev.credentials[0].mode", RuleUnknownField, nil},
+		{"credential alias", credDoc(strings.Replace(okCred, "scheme", "Scheme", 1)), "profiles.dev.credentials[0].Scheme", RuleFieldAlias, nil},
+		{"credentials too many", nineCreds(), "profiles.dev.credentials", RuleCredentialCount, nil},
+		{"credential env missing", credDoc(`hosts = ["api.example.com"]` + "\nscheme = \"bearer\""), "profiles.dev.credentials[0].env", RuleRequired, nil},
+		{"credential env not in table", credDoc(strings.Replace(okCred, `"API_KEY"`, `"OTHER_KEY"`, 1)), "profiles.dev.credentials[0].env", RuleCredentialEnv, nil},
+		{"credential env twice", credDoc(okCred, cred("API_KEY", `"x.cdn.example.net"`, "header", "x-api-key")), "profiles.dev.credentials[1].env", RuleCredentialEnv, nil},
+		{"credential hosts missing", credDoc(`env = "API_KEY"` + "\nscheme = \"bearer\""), "profiles.dev.credentials[0].hosts", RuleCredentialHosts, nil},
+		{"credential hosts empty", credDoc(cred("API_KEY", "", "bearer", "")), "profiles.dev.credentials[0].hosts", RuleCredentialHosts, nil},
+		{"credential hosts too many", credDoc(cred("API_KEY", manyCDNHosts(17), "bearer", "")), "profiles.dev.credentials[0].hosts", RuleCredentialHosts, nil},
+		{"credential host twice", credDoc(cred("API_KEY", `"api.example.com", "api.example.com"`, "bearer", "")), "profiles.dev.credentials[0].hosts[1]", RuleCredentialHosts, nil},
+		{"credential host wildcard", credDoc(cred("API_KEY", `"*.cdn.example.net"`, "bearer", "")), "profiles.dev.credentials[0].hosts[0]", RuleDNSName, nil},
+		{"credential host uppercase", credDoc(cred("API_KEY", `"API.example.com"`, "bearer", "")), "profiles.dev.credentials[0].hosts[0]", RuleDNSName, nil},
+		{"credential host nul", credDoc(cred("API_KEY", `"a\u0000.example.com"`, "bearer", "")), "profiles.dev.credentials[0].hosts[0]", RuleString, nil},
+		{"credential host not allowed", credDoc(cred("API_KEY", `"api.example.com", "other.example.com"`, "bearer", "")), "profiles.dev.credentials[0].hosts[1]", RuleCredentialPolicy, nil},
+		{"credential host is the wildcard base", credDoc(cred("API_KEY", `"cdn.example.net"`, "bearer", "")), "profiles.dev.credentials[0].hosts[0]", RuleCredentialPolicy, nil},
+		{"credential host denied", strings.Replace(credDoc(cred("API_KEY", `"x.cdn.example.net"`, "bearer", "")), v2Res, v2Res+"\ndeny_hosts = [\"x.cdn.example.net\"]", 1), "profiles.dev.credentials[0].hosts[0]", RuleCredentialPolicy, nil},
+		{"credential without allow_hosts", credNoHosts(), "profiles.dev.credentials[0].hosts[0]", RuleCredentialPolicy, nil},
+		{"credential port zero", credDoc(okCred + "\nport = 0"), "profiles.dev.credentials[0].port", RulePort, nil},
+		{"credential port too large", credDoc(okCred + "\nport = 65536"), "profiles.dev.credentials[0].port", RulePort, nil},
+		{"credential scheme missing", credDoc(`env = "API_KEY"` + "\nhosts = [\"api.example.com\"]"), "profiles.dev.credentials[0].scheme", RuleRequired, nil},
+		{"credential scheme enum", credDoc(cred("API_KEY", `"api.example.com"`, "token", "")), "profiles.dev.credentials[0].scheme", RuleEnum, nil},
+		{"credential scheme uppercase", credDoc(cred("API_KEY", `"api.example.com"`, "Bearer", "")), "profiles.dev.credentials[0].scheme", RuleEnum, nil},
+		{"credential header missing", credDoc(cred("API_KEY", `"api.example.com"`, "header", "")), "profiles.dev.credentials[0].header", RuleRequired, nil},
+		{"credential header with bearer", credDoc(okCred + "\nheader = \"x-api-key\""), "profiles.dev.credentials[0].header", RuleCredentialHeader, nil},
+		{"credential header uppercase", credDoc(cred("API_KEY", `"api.example.com"`, "header", "X-Api-Key")), "profiles.dev.credentials[0].header", RuleCredentialHeader, nil},
+		{"credential header space", credDoc(cred("API_KEY", `"api.example.com"`, "header", "x api")), "profiles.dev.credentials[0].header", RuleCredentialHeader, nil},
+		{"credential header empty", credDoc(okCred[:strings.Index(okCred, "scheme")] + "scheme = \"header\"\nheader = \"\""), "profiles.dev.credentials[0].header", RuleCredentialHeader, nil},
+		{"credential header authorization", credDoc(cred("API_KEY", `"api.example.com"`, "header", "authorization")), "profiles.dev.credentials[0].header", RuleCredentialHeader, nil},
+		{"credential header cookie", credDoc(cred("API_KEY", `"api.example.com"`, "header", "cookie")), "profiles.dev.credentials[0].header", RuleCredentialHeader, nil},
+		{"credential header host", credDoc(cred("API_KEY", `"api.example.com"`, "header", "host")), "profiles.dev.credentials[0].header", RuleCredentialHeader, nil},
+		{"credential bearer and basic clash", credDoc(okCred, cred("TOKEN", `"x.cdn.example.net", "api.example.com"`, "basic", "")), "profiles.dev.credentials[1].hosts[1]", RuleCredentialClash, nil},
+		{"credential same header clash", credDoc(cred("API_KEY", `"api.example.com"`, "header", "x-api-key"), cred("TOKEN", `"api.example.com"`, "header", "x-api-key")), "profiles.dev.credentials[1].hosts[0]", RuleCredentialClash, nil},
+		{"credential ca relative", credDoc(okCred + "\nupstream_ca = \"ca/good.pem\""), "profiles.dev.credentials[0].upstream_ca", RuleHostPath, nil},
+		{"credential ca home", credDoc(okCred + "\nupstream_ca = \"~/ca.pem\""), "profiles.dev.credentials[0].upstream_ca", RuleCredentialCA, nil},
+		{"credential ca missing", credDoc(okCred + "\nupstream_ca = \"@DIR@/ca/none.pem\""), "profiles.dev.credentials[0].upstream_ca", RuleCredentialCA, nil},
+		{"credential ca directory", credDoc(okCred + "\nupstream_ca = \"@DIR@/ca\""), "profiles.dev.credentials[0].upstream_ca", RuleCredentialCA, nil},
+		{"credential ca without certificate", credDoc(okCred + "\nupstream_ca = \"@DIR@/ca/nocert.pem\""), "profiles.dev.credentials[0].upstream_ca", RuleCredentialCA, nil},
+		{"credential ca unparseable", credDoc(okCred + "\nupstream_ca = \"@DIR@/ca/bad.pem\""), "profiles.dev.credentials[0].upstream_ca", RuleCredentialCA, nil},
+		{"credential ca group writable", credDoc(okCred + "\nupstream_ca = \"@DIR@/ca/gw.pem\""), "profiles.dev.credentials[0].upstream_ca", RuleCredentialCA, nil},
+		{"credential ca too large", credDoc(okCred + "\nupstream_ca = \"@DIR@/ca/big.pem\""), "profiles.dev.credentials[0].upstream_ca", RuleCredentialCA, nil},
+		{"credential value too short", credDoc(cred("TOKEN", `"api.example.com"`, "bearer", "")), "profiles.dev.env.TOKEN", RuleCredentialValue, nil},
+		{"credential value with space", credDoc(cred("SPACE", `"api.example.com"`, "bearer", "")), "profiles.dev.env.SPACE", RuleCredentialValue, nil},
+		{"credential value too long", credDoc(cred("LONG", `"api.example.com"`, "bearer", "")), "profiles.dev.env.LONG", RuleCredentialValue, nil},
+		{"credential value empty", credDoc(cred("EMPTY", `"api.example.com"`, "bearer", "")), "profiles.dev.env.EMPTY", RuleCredentialValue, nil},
+		{"credential value unset", strings.Replace(credDoc(cred("UNSET", `"api.example.com"`, "bearer", "")), credEnv, credEnv[:len(credEnv)-2]+`, UNSET = "env:NOT_SET_ANYWHERE" }`, 1), "profiles.dev.env.UNSET", RuleEnvUnset, nil},
+
 		// Selection.
 		{"selected profile absent", strings.ReplaceAll(testDoc("", ""), "profiles.dev", "profiles.prod"), "", RuleProfileSelection, nil},
 	}
@@ -239,7 +287,8 @@ func expectRule(t *testing.T, doc, field string, rule Rule, also []Rule) {
 		t.Errorf("no %s problem at field %q; got:%s", rule, field, dumpProblems(ps))
 	}
 	for _, p := range ps {
-		if strings.Contains(p.String(), f.env["API_TOKEN"]) || strings.Contains(p.String(), "hunter2") {
+		if strings.Contains(p.String(), f.env["API_TOKEN"]) || strings.Contains(p.String(), f.env["API_KEY"]) ||
+			strings.Contains(p.String(), "Zq8vN3pL5tR7wX2yB4mK") || strings.Contains(p.String(), "hunter2") {
 			t.Errorf("problem leaks a value: %s", p)
 		}
 	}

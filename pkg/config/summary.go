@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 
 	"lazaret.dev/pkg/layout"
 	"lazaret.dev/pkg/paths"
@@ -22,6 +24,35 @@ type Summary struct {
 	StorageRoot string
 	// RuntimeRoot is the canonical runtime root of package paths.
 	RuntimeRoot string
+	// Credentials are the brokered credentials of every profile that
+	// declares any (v2 only), by profile name, in declaration order. They
+	// name variables and destinations, never values.
+	Credentials map[string][]CredentialSummary
+}
+
+// CredentialSummary is what a document states about one credential.
+type CredentialSummary struct {
+	Env    string // sandbox variable
+	Scheme string // SchemeBearer, SchemeBasic or SchemeHeader
+	Header string // scheme "header" only
+	// Destinations are host:port, in declaration order.
+	Destinations []string
+	// UpstreamCA is the declared upstream_ca path; "" when not configured.
+	UpstreamCA string
+}
+
+// String renders the credential on one line, such as
+// "ANTHROPIC_API_KEY: header x-api-key to api.anthropic.com:443".
+func (c CredentialSummary) String() string {
+	how := c.Scheme
+	if c.Scheme == SchemeHeader {
+		how += " " + c.Header
+	}
+	s := fmt.Sprintf("%s: %s to %s", c.Env, how, strings.Join(c.Destinations, ", "))
+	if c.UpstreamCA != "" {
+		s += fmt.Sprintf(" (extra roots %s)", c.UpstreamCA)
+	}
+	return s
 }
 
 // Summarize validates the whole document with the rules that need neither
@@ -38,7 +69,7 @@ func Summarize(data []byte, file string, env paths.Environment) (*Summary, error
 	}
 	probs.index = ix
 	v := &validator{problems: probs, layout: layout.Production(), version: version}
-	v.document(doc)
+	profiles, _, _ := v.document(doc)
 	var at fieldPath
 	var decl *string
 	if doc.Storage != nil && doc.Storage.DataRoot != nil {
@@ -53,5 +84,18 @@ func Summarize(data []byte, file string, env paths.Environment) (*Summary, error
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	return &Summary{SchemaVersion: version, Profiles: names, StorageRoot: storage, RuntimeRoot: runtime}, nil
+	out := &Summary{SchemaVersion: version, Profiles: names, StorageRoot: storage, RuntimeRoot: runtime}
+	for _, n := range names {
+		for _, c := range profiles[n].credentials {
+			cs := CredentialSummary{Env: c.env, Scheme: c.scheme, Header: c.header, UpstreamCA: c.caPath}
+			for _, h := range c.hosts {
+				cs.Destinations = append(cs.Destinations, fmt.Sprintf("%s:%d", h, c.port))
+			}
+			if out.Credentials == nil {
+				out.Credentials = map[string][]CredentialSummary{}
+			}
+			out.Credentials[n] = append(out.Credentials[n], cs)
+		}
+	}
+	return out, nil
 }

@@ -88,6 +88,7 @@ type staticProfile struct {
 	hasReady              bool
 	escalation            bool
 	rules                 []staticRule
+	credentials           []staticCredential // v2; in declaration order
 	ok                    bool
 }
 
@@ -296,6 +297,9 @@ func (v *validator) profile(name string, at fieldPath, pd *profileDocV2, g *glob
 		}
 		sp.env = append(sp.env, EnvironmentReference{SandboxName: k, HostName: host})
 	}
+
+	// Credentials (v2; none in a v1 document).
+	v.credentials(sp, pd, hostsDeclared)
 
 	// Volumes.
 	for i, vd := range pd.Volumes {

@@ -102,6 +102,17 @@ type HostPolicy struct {
 	// Resolver is the upstream resolver for allowed names; null when the
 	// profile allows none.
 	Resolver *string `json:"resolver"`
+	// Credentials are the brokered credentials, in declaration order:
+	// names and destinations, never values.
+	Credentials []credentialReport `json:"credentials"`
+}
+
+type credentialReport struct {
+	Env          string   `json:"env"`
+	Scheme       string   `json:"scheme"`
+	Header       string   `json:"header,omitempty"`
+	Destinations []string `json:"destinations"` // host:port
+	UpstreamCA   bool     `json:"upstream_ca"`
 }
 
 type envReport struct {
@@ -207,6 +218,14 @@ func newCheckReport(file string, cfg *config.ResolvedDomainConfiguration) *check
 			s := a.String()
 			r.Resolver = &s
 		}
+		r.Credentials = []credentialReport{}
+		for _, c := range cfg.Credentials() {
+			cr := credentialReport{Env: c.Env, Scheme: c.Scheme, Header: c.Header, Destinations: []string{}, UpstreamCA: c.UpstreamCA != nil}
+			for _, h := range c.Hosts {
+				cr.Destinations = append(cr.Destinations, fmt.Sprintf("%s:%d", h, c.Port))
+			}
+			r.Credentials = append(r.Credentials, cr)
+		}
 		r.Readiness.Hosts = []hostReport{}
 		for _, h := range rd.Hosts {
 			r.Readiness.Hosts = append(r.Readiness.Hosts, hostReport{h.Name, h.Port})
@@ -243,6 +262,16 @@ func (r *checkReport) writeText(w io.Writer) error {
 			hosts[i] = fmt.Sprintf("%s:%d", h.Name, h.Port)
 		}
 		fmt.Fprintf(&b, "readiness hosts:           %s\n", listOrNone(hosts))
+		if len(hp.Credentials) == 0 {
+			fmt.Fprintf(&b, "credentials:               (none)\n")
+		}
+		for _, c := range hp.Credentials {
+			how := c.Scheme
+			if c.Header != "" {
+				how += " " + c.Header
+			}
+			fmt.Fprintf(&b, "credential:                %s: %s to %s\n", c.Env, how, strings.Join(c.Destinations, ", "))
+		}
 	}
 	for _, p := range r.PendingCreates {
 		fmt.Fprintf(&b, "will be created at start:  %s\n", p)

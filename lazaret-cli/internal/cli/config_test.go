@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -293,10 +294,20 @@ func TestConfigInitRuleExample(t *testing.T) {
 	t.Logf("config check stderr: %s", stderr)
 }
 
+// setPresetKeys sets every preset's API key variable to a dummy value
+// that the credential rules accept.
+func setPresetKeys(t *testing.T) {
+	t.Helper()
+	for _, a := range agentPresets {
+		t.Setenv(a.key.env, "test-"+strings.ToLower(a.key.env[:3])+"-0123456789abcdefDUMMY")
+	}
+}
+
 func TestConfigInitAgentPresets(t *testing.T) {
 	for _, agent := range agentNames() {
 		t.Run(agent, func(t *testing.T) {
 			h := newHost(t)
+			setPresetKeys(t)
 			if _, stderr, err := runApp(t, "config", "init", "--agent", agent); err != nil {
 				t.Fatalf("init: %v %s", err, stderr)
 			}
@@ -308,12 +319,13 @@ func TestConfigInitAgentPresets(t *testing.T) {
 				t.Errorf("check warns: %s", stderr)
 			}
 			var report struct {
-				Profile             string   `json:"profile"`
-				SchemaVersion       int      `json:"schema_version"`
-				EffectiveAllow      []string `json:"effective_allow"`
-				EffectiveAllowHosts []string `json:"effective_allow_hosts"`
-				EffectiveDenyHosts  []string `json:"effective_deny_hosts"`
-				Resolver            *string  `json:"resolver"`
+				Profile             string             `json:"profile"`
+				SchemaVersion       int                `json:"schema_version"`
+				EffectiveAllow      []string           `json:"effective_allow"`
+				EffectiveAllowHosts []string           `json:"effective_allow_hosts"`
+				EffectiveDenyHosts  []string           `json:"effective_deny_hosts"`
+				Resolver            *string            `json:"resolver"`
+				Credentials         []credentialReport `json:"credentials"`
 				Readiness           struct {
 					Denied []targetReport `json:"denied"`
 					Hosts  []hostReport   `json:"hosts"`
@@ -346,6 +358,14 @@ func TestConfigInitAgentPresets(t *testing.T) {
 			if len(report.Readiness.Denied) != 1 || report.Readiness.Denied[0].Address != presetDeniedAddress {
 				t.Errorf("readiness denied %v", report.Readiness.Denied)
 			}
+			k := p.key
+			wantCred := credentialReport{Env: k.env, Scheme: k.scheme, Header: k.header, Destinations: []string{k.host + ":443"}}
+			if len(report.Credentials) != 1 || !reflect.DeepEqual(report.Credentials[0], wantCred) {
+				t.Errorf("credentials %+v, want %+v", report.Credentials, wantCred)
+			}
+			if strings.Contains(stdout, os.Getenv(k.env)) {
+				t.Error("the check report prints the API key")
+			}
 			data, err := os.ReadFile(h.file)
 			if err != nil {
 				t.Fatal(err)
@@ -358,6 +378,9 @@ func TestConfigInitAgentPresets(t *testing.T) {
 			if !strings.Contains(string(data), "change it to a resolver you trust") {
 				t.Error("the resolver comment is missing")
 			}
+			if !strings.Contains(string(data), "the sandbox sees only a placeholder") || !strings.Contains(string(data), "hosts = [\""+k.host+"\"]") {
+				t.Error("the brokered API key is not written with its comment")
+			}
 			text, _, err := runApp(t, "config", "check", "--profile", agent, "--workspace", h.ws)
 			if err != nil || !strings.Contains(text, "name resolver:             1.1.1.1") || !strings.Contains(text, "readiness hosts:           "+p.readiness+":443") {
 				t.Errorf("text output: %v\n%s", err, text)
@@ -368,6 +391,7 @@ func TestConfigInitAgentPresets(t *testing.T) {
 
 func TestConfigInitAgentProfileAndErrors(t *testing.T) {
 	h := newHost(t)
+	setPresetKeys(t)
 	_, _, err := runApp(t, "config", "init", "--agent", "copilot")
 	if err == nil || !strings.Contains(err.Error(), "claude, codex, gemini") {
 		t.Errorf("unknown agent: %v", err)

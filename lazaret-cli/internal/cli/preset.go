@@ -17,7 +17,14 @@ type agentPreset struct {
 	// purpose; they are written as comments saying why.
 	left      []presetHost
 	readiness string // host proven on port 443 at start
-	envVars   []string
+	key       presetKey
+}
+
+// presetKey is the agent's API key variable, written as a brokered
+// credential: the sandbox sees a placeholder and the credential broker
+// sends the real key only to host.
+type presetKey struct {
+	env, host, scheme, header string
 }
 
 type presetHost struct {
@@ -42,7 +49,7 @@ var agentPresets = map[string]agentPreset{
 			{"*.sentry.io", "error reports (Sentry); these names serve every Sentry customer, a way out for data"},
 		},
 		readiness: "api.anthropic.com",
-		envVars:   []string{"ANTHROPIC_API_KEY"},
+		key:       presetKey{"ANTHROPIC_API_KEY", "api.anthropic.com", "header", "x-api-key"},
 	},
 	"codex": {
 		title: "Codex CLI",
@@ -53,7 +60,7 @@ var agentPresets = map[string]agentPreset{
 			npmRegistry,
 		},
 		readiness: "api.openai.com",
-		envVars:   []string{"OPENAI_API_KEY"},
+		key:       presetKey{"OPENAI_API_KEY", "api.openai.com", "bearer", ""},
 	},
 	"gemini": {
 		title: "Gemini CLI",
@@ -66,7 +73,7 @@ var agentPresets = map[string]agentPreset{
 			npmRegistry,
 		},
 		readiness: "generativelanguage.googleapis.com",
-		envVars:   []string{"GEMINI_API_KEY"},
+		key:       presetKey{"GEMINI_API_KEY", "generativelanguage.googleapis.com", "header", "x-goog-api-key"},
 	},
 }
 
@@ -103,9 +110,10 @@ func agentStarterConfig(agent, profile, image string) (string, error) {
 	for _, h := range a.left {
 		fmt.Fprintf(&hosts, "  # %-*s # left out: %s\n", width-2, `"`+h.name+`",`, h.why)
 	}
-	var env strings.Builder
-	for _, v := range a.envVars {
-		fmt.Fprintf(&env, "# %s = \"env:%s\"\n", v, v)
+	k := a.key
+	header := ""
+	if k.header != "" {
+		header = "header = \"" + k.header + "\"\n"
 	}
 	return `# Lazaret trusted host configuration: a starter for ` + a.title + `.
 # Every field, default and rule is described in docs/CONFIGURATION.md; its
@@ -149,9 +157,20 @@ deny_hosts = []
 # 1.1.1.1 (Cloudflare) is only a default: change it to a resolver you trust.
 resolver = "1.1.1.1"
 
-# Sandbox environment variables; each value names a host variable.
+# Sandbox environment variables; each value names a host variable, which
+# must be set when Lazaret runs. Logging in instead of using an API key?
+# Remove this variable and the credential below.
 [` + p + `.env]
-` + env.String() + `
+` + k.env + ` = "env:` + k.env + `"
+
+# The API key is brokered: the sandbox sees only a placeholder, and the
+# credential broker on the host sends the real key only to
+# ` + k.host + `.
+[[` + p + `.credentials]]
+env = "` + k.env + `"
+hosts = ["` + k.host + `"]
+scheme = "` + k.scheme + `"
+` + header + `
 # Host paths made visible inside a persistent dir.
 # [[` + p + `.volumes]]
 # host = "{profile_dir}/cache"
