@@ -306,8 +306,9 @@ func setPresetKeys(t *testing.T) {
 func TestConfigInitAgentPresets(t *testing.T) {
 	for _, agent := range agentNames() {
 		t.Run(agent, func(t *testing.T) {
+			// Without the API key set: the key and its credential are
+			// written commented out, so the starter checks as written.
 			h := newHost(t)
-			setPresetKeys(t)
 			if _, stderr, err := runApp(t, "config", "init", "--agent", agent); err != nil {
 				t.Fatalf("init: %v %s", err, stderr)
 			}
@@ -359,16 +360,48 @@ func TestConfigInitAgentPresets(t *testing.T) {
 				t.Errorf("readiness denied %v", report.Readiness.Denied)
 			}
 			k := p.key
+			if len(report.Credentials) != 0 {
+				t.Errorf("credentials %+v before the key is uncommented", report.Credentials)
+			}
+			data, err := os.ReadFile(h.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Uncommenting the key and its credential, as the comment
+			// says, brokers the key.
+			var keyed []string
+			inCred := false
+			for _, line := range strings.Split(string(data), "\n") {
+				switch {
+				case strings.HasPrefix(line, "# "+k.env+" = "):
+					line = line[2:]
+				case strings.HasPrefix(line, "# [[") && strings.HasSuffix(line, ".credentials]]"):
+					line, inCred = line[2:], true
+				case inCred && strings.HasPrefix(line, "# "):
+					line = line[2:]
+				default:
+					inCred = false
+				}
+				keyed = append(keyed, line)
+			}
+			if err := os.WriteFile(h.file, []byte(strings.Join(keyed, "\n")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			setPresetKeys(t)
+			stdout, stderr, err = runApp(t, "config", "check", "--profile", agent, "--workspace", h.ws, "--json")
+			if err != nil {
+				t.Fatalf("check with the key uncommented: %v\n%s", err, stderr)
+			}
+			report.Credentials = nil
+			if err := json.Unmarshal([]byte(stdout), &report); err != nil {
+				t.Fatal(err)
+			}
 			wantCred := credentialReport{Env: k.env, Scheme: k.scheme, Header: k.header, Destinations: []string{k.host + ":443"}}
 			if len(report.Credentials) != 1 || !reflect.DeepEqual(report.Credentials[0], wantCred) {
 				t.Errorf("credentials %+v, want %+v", report.Credentials, wantCred)
 			}
 			if strings.Contains(stdout, os.Getenv(k.env)) {
 				t.Error("the check report prints the API key")
-			}
-			data, err := os.ReadFile(h.file)
-			if err != nil {
-				t.Fatal(err)
 			}
 			for _, host := range p.hosts {
 				if !strings.Contains(string(data), `"`+host.name+`", `) || !strings.Contains(string(data), "# "+host.why+"\n") {
@@ -378,7 +411,7 @@ func TestConfigInitAgentPresets(t *testing.T) {
 			if !strings.Contains(string(data), "change it to a resolver you trust") {
 				t.Error("the resolver comment is missing")
 			}
-			if !strings.Contains(string(data), "the sandbox sees only a placeholder") || !strings.Contains(string(data), "hosts = [\""+k.host+"\"]") {
+			if !strings.Contains(string(data), "the sandbox sees") || !strings.Contains(string(data), "# hosts = [\""+k.host+"\"]") {
 				t.Error("the brokered API key is not written with its comment")
 			}
 			text, _, err := runApp(t, "config", "check", "--profile", agent, "--workspace", h.ws)

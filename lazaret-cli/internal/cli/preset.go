@@ -113,7 +113,7 @@ func agentStarterConfig(agent, profile, image string) (string, error) {
 	k := a.key
 	header := ""
 	if k.header != "" {
-		header = "header = \"" + k.header + "\"\n"
+		header = "# header = \"" + k.header + "\"\n"
 	}
 	return `# Lazaret trusted host configuration: a starter for ` + a.title + `.
 # Every field, default and rule is described in docs/CONFIGURATION.md; its
@@ -158,18 +158,19 @@ deny_hosts = []
 resolver = "1.1.1.1"
 
 # Sandbox environment variables; each value names a host variable, which
-# must be set when Lazaret runs. Logging in instead of using an API key?
-# Remove this variable and the credential below.
+# must be set when Lazaret runs.
 [` + p + `.env]
-` + k.env + ` = "env:` + k.env + `"
+# Using an API key rather than logging in? Uncomment this line and the
+# credential below together: the key is then brokered, the sandbox sees
+# only a placeholder, and the credential broker on the host sends the real
+# key only to ` + k.host + `. Without the credential the
+# real key would be in the sandbox.
+# ` + k.env + ` = "env:` + k.env + `"
 
-# The API key is brokered: the sandbox sees only a placeholder, and the
-# credential broker on the host sends the real key only to
-# ` + k.host + `.
-[[` + p + `.credentials]]
-env = "` + k.env + `"
-hosts = ["` + k.host + `"]
-scheme = "` + k.scheme + `"
+# [[` + p + `.credentials]]
+# env = "` + k.env + `"
+# hosts = ["` + k.host + `"]
+# scheme = "` + k.scheme + `"
 ` + header + `
 # Host paths made visible inside a persistent dir.
 # [[` + p + `.volumes]]
