@@ -69,7 +69,9 @@
 // In every response, each real value in a header, a trailer or an unencoded
 // body is replaced by its placeholder, which has the same length, so
 // Content-Length stays right; the body is scrubbed while it streams, holding
-// back only bytes that could begin a value. A brokered request asks for
+// back only bytes that could begin a value. For a substituted Basic
+// credential, the base64 the upstream received is replaced too, by the
+// base64 of what the sandbox sent. A brokered request asks for
 // Accept-Encoding: identity; if the upstream still answers with an encoded
 // body, the proxy answers 502 rather than pass on what it cannot scrub.
 package broker

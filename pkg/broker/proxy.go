@@ -264,12 +264,13 @@ func (p *Proxy) handler(port uint16) http.Handler {
 				Reason: fmt.Sprintf("the Host header names another host than the TLS server name %q", dest.Host)})
 			return
 		}
+		before := slices.Clone(r.Header.Values("Authorization"))
 		d := p.cfg.Rewrite(r.Header, r.RequestURI, dest)
 		if d.Refused {
 			p.refuse(w, r, dest, http.StatusForbidden, d)
 			return
 		}
-		p.forward(w, r, dest, d.Credentials)
+		p.forward(w, r, dest, d.Credentials, p.scrub.with(basicEchoes(before, r.Header.Values("Authorization"))))
 	})
 }
 
@@ -294,7 +295,7 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, dest Destination,
 
 // forward sends r to dest, with the credentials named in substituted
 // already swapped in, and streams the scrubbed response back.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, dest Destination, substituted []string) {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, dest Destination, substituted []string, scrub *scrubber) {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "https"
@@ -308,7 +309,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, dest Destination
 		FlushInterval: -1,
 		ErrorLog:      log.New(io.Discard, "", 0),
 		ModifyResponse: func(res *http.Response) error {
-			return p.response(res, r, dest, substituted)
+			return p.response(res, r, dest, substituted, scrub)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			p.upstreamFailed(w, r, dest, substituted, err)
@@ -321,7 +322,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, dest Destination
 var errEncodedResponse = errors.New("upstream answered a brokered request with an encoded body, which cannot be scrubbed")
 
 // response scrubs an upstream response and logs a brokered request.
-func (p *Proxy) response(res *http.Response, r *http.Request, dest Destination, substituted []string) error {
+func (p *Proxy) response(res *http.Response, r *http.Request, dest Destination, substituted []string, scrub *scrubber) error {
 	encoded := !identityEncoding(res.Header.Get("Content-Encoding"))
 	if len(substituted) > 0 && encoded {
 		return errEncodedResponse
@@ -330,12 +331,12 @@ func (p *Proxy) response(res *http.Response, r *http.Request, dest Destination, 
 		p.log(Event{Time: time.Now(), Kind: KindBrokered, Credentials: substituted, Host: dest.Host, Port: dest.Port,
 			Method: r.Method, Status: res.StatusCode})
 	}
-	if len(p.scrub.olds) == 0 {
+	if len(scrub.olds) == 0 {
 		return nil
 	}
-	p.scrub.header(res.Header)
+	scrub.header(res.Header)
 	if !encoded {
-		res.Body = p.scrub.body(res.Body, func() { p.scrub.header(res.Trailer) })
+		res.Body = scrub.body(res.Body, func() { scrub.header(res.Trailer) })
 	}
 	return nil
 }

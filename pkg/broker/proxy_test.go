@@ -90,10 +90,8 @@ func TestProxyBrokers(t *testing.T) {
 			if bytes.Contains(body, []byte(cr.Value)) || strings.Contains(res.Header.Get("X-Echo"), cr.Value) {
 				t.Fatal("the real value reached the client")
 			}
-			if tt.field != "Authorization" || !strings.HasPrefix(tt.sent, "basic:") {
-				if want := form(tt.sent, cr.Placeholder); res.Header.Get("X-Echo") != want || string(body) != "you sent: "+want+"\n" {
-					t.Errorf("client got X-Echo %q, body %q; want the placeholder echoed", res.Header.Get("X-Echo"), body)
-				}
+			if want := form(tt.sent, cr.Placeholder); res.Header.Get("X-Echo") != want || string(body) != "you sent: "+want+"\n" {
+				t.Errorf("client got X-Echo %q, body %q; want the placeholder echoed", res.Header.Get("X-Echo"), body)
 			}
 			ev := h.takeEvents()
 			if len(ev) != 1 || ev[0].Kind != KindBrokered || ev[0].Status != 200 || !slices.Equal(ev[0].Credentials, []string{cr.Name}) ||

@@ -2,8 +2,10 @@ package broker
 
 import (
 	"bytes"
+	"encoding/base64"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -24,6 +26,42 @@ func newScrubber(creds []Credential) *scrubber {
 		s.maxLen = max(s.maxLen, len(c.Value))
 	}
 	return s
+}
+
+// with returns a scrubber that also replaces old[i] by new[i]; each pair
+// must have the same length.
+func (s *scrubber) with(old, new []string) *scrubber {
+	if len(old) == 0 {
+		return s
+	}
+	w := &scrubber{olds: slices.Clone(s.olds), news: slices.Clone(s.news), maxLen: s.maxLen}
+	for i := range old {
+		w.olds = append(w.olds, []byte(old[i]))
+		w.news = append(w.news, []byte(new[i]))
+		w.maxLen = max(w.maxLen, len(old[i]))
+	}
+	return w
+}
+
+// basicEchoes returns, for each Authorization value Rewrite turned from
+// "Basic base64(<user>:<placeholder>)" into "Basic base64(<user>:<value>)",
+// the new base64 and the placeholder's form re-encoded to the same length,
+// so an upstream echoing the encoded credentials is scrubbed too.
+func basicEchoes(before, after []string) (olds, news []string) {
+	for i := range min(len(before), len(after)) {
+		if before[i] == after[i] {
+			continue
+		}
+		d, ok := decodeBasic(before[i])
+		if !ok {
+			continue
+		}
+		if enc := base64.StdEncoding.EncodeToString([]byte(d)); len(enc) == len(after[i])-6 {
+			olds = append(olds, after[i][6:])
+			news = append(news, enc)
+		}
+	}
+	return olds, news
 }
 
 // header replaces every value in h's values in place.
