@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -91,4 +92,77 @@ func checkRewrite(t *testing.T, c *Config, input []byte, h http.Header, dest Des
 func decodedBasic(v string) string {
 	d, _ := decodeBasic(v)
 	return d
+}
+
+// FuzzDecodeConfig checks that DecodeConfig never panics and that whatever
+// it accepts encodes to a form it decodes to the same encoding.
+func FuzzDecodeConfig(f *testing.F) {
+	b, err := testConfig(f).Encode()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte(`{"version":"lazaret-broker-config-v1"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := DecodeConfig(data)
+		if err != nil {
+			return
+		}
+		enc, err := c.Encode()
+		if err != nil {
+			t.Fatalf("a decoded configuration does not encode: %v", err)
+		}
+		d, err := DecodeConfig(enc)
+		if err != nil {
+			t.Fatalf("an encoded configuration does not decode: %v", err)
+		}
+		if again, err := d.Encode(); err != nil || !bytes.Equal(again, enc) {
+			t.Fatalf("encoding is not stable (%v)", err)
+		}
+	})
+}
+
+// FuzzScrubBody checks the streaming scrubber against strings.ReplaceAll
+// for any body and read sizes.
+func FuzzScrubBody(f *testing.F) {
+	c := testConfig(f)
+	s := newScrubber(c.Credentials)
+	f.Add([]byte("x"+c.Credentials[0].Value+"y"+c.Credentials[1].Value[:9]), []byte{3, 1, 200})
+	f.Fuzz(func(t *testing.T, body, sizes []byte) {
+		in := string(body)
+		// Splice values in where the input asks for them.
+		for i, cr := range c.Credentials {
+			in = strings.ReplaceAll(in, "$"+string(rune('0'+i)), cr.Value)
+		}
+		want := in
+		for _, cr := range c.Credentials {
+			want = strings.ReplaceAll(want, cr.Value, cr.Placeholder)
+		}
+		r := &sizedReader{b: []byte(in), sizes: sizes}
+		got, err := io.ReadAll(s.body(io.NopCloser(r), nil))
+		if err != nil || string(got) != want {
+			t.Fatalf("scrubbed %q (%v), want %q", got, err, want)
+		}
+	})
+}
+
+// sizedReader returns data in reads of the given sizes, cycling.
+type sizedReader struct {
+	b     []byte
+	sizes []byte
+	i     int
+}
+
+func (r *sizedReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := len(r.b)
+	if len(r.sizes) > 0 {
+		n = int(r.sizes[r.i%len(r.sizes)]) + 1
+		r.i++
+	}
+	n = copy(p, r.b[:min(n, len(r.b))])
+	r.b = r.b[n:]
+	return n, nil
 }
