@@ -45,6 +45,9 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.(http.Flusher).Flush()
 			<-u.release
 		}
+	case "/gzip":
+		w.Header().Set("Content-Encoding", "gzip")
+		io.WriteString(w, "not really gzip")
 	case "/big":
 		w.Header().Set("Content-Length", strconv.Itoa(len(bigBody)))
 		w.Write(bigBody)
@@ -201,5 +204,32 @@ func TestProxyLargeBody(t *testing.T) {
 	}
 	if sha256.Sum256(got) != sha256.Sum256(bigBody) || res.ContentLength != int64(len(bigBody)) {
 		t.Errorf("got %d bytes (Content-Length %d), want the %d-byte body intact", len(got), res.ContentLength, len(bigBody))
+	}
+}
+
+func TestProxyRefusesEncodedBrokeredResponse(t *testing.T) {
+	h := startHarness(t, &upstream{})
+	oai := cred(h.cfg, "OPENAI_API_KEY")
+	req, _ := http.NewRequest("GET", "https://api.openai.example/gzip", nil)
+	req.Header.Set("Authorization", "Bearer "+oai.Placeholder)
+	res, err := h.client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	ev := h.takeEvents()
+	if res.StatusCode != http.StatusBadGateway || bytes.Contains(body, []byte("not really")) || len(ev) != 1 || ev[0].Status != 502 {
+		t.Errorf("status %d, body %q, events %+v; want 502 and one brokered event with 502", res.StatusCode, body, ev)
+	}
+	// Without a credential the encoded body passes untouched.
+	res, err = h.client().Get("https://api.openai.example/gzip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != "not really gzip" {
+		t.Errorf("pass-through: status %d, body %q", res.StatusCode, body)
 	}
 }
