@@ -246,6 +246,8 @@ func (p *Proxy) certificate(sni string, port uint16) (*tls.Certificate, error) {
 	switch {
 	case host == "":
 		reason = "no TLS server name"
+	case p.cfg.holdsPlaceholder(host):
+		host, reason = "", fmt.Sprintf("TLS server name carrying a placeholder on port %d", port)
 	case !p.cfg.serves(Destination{host, port}):
 		reason = fmt.Sprintf("TLS server name %q is not a brokered destination on port %d", host, port)
 	default:
@@ -253,6 +255,18 @@ func (p *Proxy) certificate(sni string, port uint16) (*tls.Certificate, error) {
 	}
 	p.log(Event{Time: time.Now(), Kind: KindRefused, Host: host, Port: port, Reason: reason})
 	return nil, errors.New(reason)
+}
+
+// holdsPlaceholder reports whether s holds any credential's placeholder,
+// case-insensitively, so that it is not logged.
+func (c *Config) holdsPlaceholder(s string) bool {
+	s = strings.ToLower(s)
+	for i := range c.Credentials {
+		if strings.Contains(s, strings.ToLower(c.Credentials[i].Placeholder)) {
+			return true
+		}
+	}
+	return false
 }
 
 // handler returns the request handler for port.

@@ -156,6 +156,8 @@ func TestProxyRefusesHandshake(t *testing.T) {
 		{"evil.example", `TLS server name "evil.example" is not a brokered destination on port 443`},
 		{"other.example", `TLS server name "other.example" is not a brokered destination on port 443`},
 		{"", "no TLS server name"},
+		{"x" + strings.ToLower(cred(h.cfg, "GIT_TOKEN").Placeholder) + ".example",
+			"TLS server name carrying a placeholder on port 443"},
 	} {
 		conn, err := tls.Dial("tcp", h.proxyAddr, &tls.Config{ServerName: tt.sni, RootCAs: roots, InsecureSkipVerify: tt.sni == ""})
 		if err == nil {
