@@ -134,11 +134,6 @@ func (a *Authority) Certificate() *x509.Certificate {
 	return a.cert
 }
 
-// Hosts returns the names the authority may vouch for.
-func (a *Authority) Hosts() []string {
-	return slices.Clone(a.cert.PermittedDNSDomains)
-}
-
 // has reports whether host is one of a's hosts.
 func (a *Authority) has(host string) bool {
 	return slices.Contains(a.cert.PermittedDNSDomains, host)
