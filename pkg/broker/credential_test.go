@@ -1,0 +1,112 @@
+package broker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestSchemeRoundTrip(t *testing.T) {
+	for _, s := range []Scheme{SchemeBearer, SchemeHeader, SchemeBasic} {
+		got, err := ParseScheme(s.String())
+		if err != nil || got != s {
+			t.Errorf("ParseScheme(%q) = %v, %v; want %v", s.String(), got, err, s)
+		}
+	}
+	if _, err := ParseScheme("Bearer"); !errors.Is(err, ErrUnknownScheme) {
+		t.Errorf("ParseScheme(%q) error = %v, want ErrUnknownScheme", "Bearer", err)
+	}
+}
+
+func TestCheckValue(t *testing.T) {
+	secret := "s3cr3t-VALUE"
+	tests := []struct {
+		name string
+		v    string
+		want error
+	}{
+		{"ok", secret, nil},
+		{"empty", "", ErrEmptyValue},
+		{"long", strings.Repeat("a", MaxValueLen+1), ErrLongValue},
+		{"space", secret + " x", ErrValueByte},
+		{"newline", secret + "\n", ErrValueByte},
+		{"del", secret + "\x7f", ErrValueByte},
+		{"utf8", secret + "é", ErrValueByte},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckValue(tt.v)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("CheckValue = %v, want %v", err, tt.want)
+			}
+			if err != nil && strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q contains the value", err)
+			}
+		})
+	}
+}
+
+func TestNewPlaceholder(t *testing.T) {
+	tests := []struct {
+		v, prefix string
+	}{
+		{anthropicValue, "sk-ant-api03-"},
+		{openaiValue, "sk-proj-"},
+		{gitValue, "ghp_"},
+		{"AKIAIOSFODNN7EXAMPLEwJalrXUtnFEMI", ""},
+		{"abc.DEF.123.ghi.JKL.456.mno.PQR.789", ""},
+	}
+	r := testRand(3)
+	for _, tt := range tests {
+		p, err := NewPlaceholder(tt.v, r)
+		if err != nil {
+			t.Fatalf("NewPlaceholder(%d-byte value): %v", len(tt.v), err)
+		}
+		if p == tt.v || len(p) != len(tt.v) || !strings.HasPrefix(p, tt.prefix) {
+			t.Errorf("placeholder %q of %q: want a different value of the same length with prefix %q", p, tt.v, tt.prefix)
+		}
+		for i := range len(p) {
+			if classOf(p[i]) != classOf(tt.v[i]) || classOf(p[i]) == 0 && p[i] != tt.v[i] {
+				t.Errorf("placeholder %q of %q differs in class at byte %d", p, tt.v, i)
+			}
+		}
+		if q, _ := NewPlaceholder(tt.v, r); q == p {
+			t.Errorf("two placeholders of %q are both %q", tt.v, p)
+		}
+	}
+}
+
+func TestNewPlaceholderShort(t *testing.T) {
+	// 13 letters carry 61 bits; 14 carry 65.
+	for _, v := range []string{"sk-ant-api03-abcdefghijklm", "0123456789012345678", "sk-........................"} {
+		_, err := NewPlaceholder(v, testRand(4))
+		if !errors.Is(err, ErrShortValue) {
+			t.Errorf("NewPlaceholder(%q) error = %v, want ErrShortValue", v, err)
+		}
+		if err != nil && strings.Contains(err.Error(), v) {
+			t.Errorf("error %q contains the value", err)
+		}
+	}
+	if _, err := NewPlaceholder("sk-ant-api03-abcdefghijklmn", testRand(4)); err != nil {
+		t.Errorf("14 random letters: %v", err)
+	}
+}
+
+func TestCredentialRedacted(t *testing.T) {
+	c := testConfig(t)
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+		for _, arg := range []any{c.Credentials[0], &c.Credentials[0], c.Credentials, *c, c, c.Authority} {
+			out := fmt.Sprintf(verb, arg)
+			for _, cr := range c.Credentials {
+				if strings.Contains(out, cr.Value) || strings.Contains(out, cr.Placeholder) {
+					t.Errorf("Sprintf(%q, %T) shows a value or placeholder: %s", verb, arg, out)
+				}
+			}
+			if !bytes.Contains([]byte(out), []byte("ANTHROPIC_API_KEY")) && arg != any(c.Authority) {
+				t.Errorf("Sprintf(%q, %T) = %s, want the credential name", verb, arg, out)
+			}
+		}
+	}
+}
