@@ -42,5 +42,5 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return sidecar.Run(ctx, log, channel, d.Policy, d.Names, helpermain.Settle)
+	return sidecar.Run(ctx, log, channel, d.Policy, d.Names, d.Broker, helpermain.Settle)
 }

@@ -46,6 +46,19 @@ func PolicyOf(cfg *config.ResolvedDomainConfiguration) (*netpolicy.DerivedNetwor
 	} else {
 		pol, err = netpolicy.Derive(cfg.EffectiveAllow(), cfg.EffectiveDeny(), resolvers)
 	}
+	if err == nil && len(cfg.Credentials()) > 0 {
+		// The credential broker's destinations: the resolver sends
+		// their names to the broker, and the input chain admits it.
+		var dests []netpolicy.BrokeredDestination
+		for _, c := range cfg.Credentials() {
+			for _, h := range c.Hosts {
+				if d := (netpolicy.BrokeredDestination{Host: h, Port: c.Port}); !slices.Contains(dests, d) {
+					dests = append(dests, d)
+				}
+			}
+		}
+		pol, err = pol.WithBrokered(dests)
+	}
 	if err != nil {
 		return nil, netpolicy.Targets{}, fmt.Errorf("deriving the network policy of profile %q: %w", cfg.Profile(), err)
 	}

@@ -592,7 +592,7 @@ func TestLostUpstreamDatagramResent(t *testing.T) {
 			return nil
 		}
 		return answer(tcp, q)
-	}, func(c *Config) { c.UpstreamTimeout = 800 * time.Millisecond })
+	}, func(c *Config) { c.UpstreamTimeout = 2 * time.Second })
 	m := hs.resolve(t, mkQuery(0x4321, "www.example.com", dnsmessage.TypeA, 0))
 	if got := answerAddrs(m); !slices.Equal(got, addrs("93.184.216.34")) {
 		t.Fatalf("answer addresses = %v (rcode %v)", got, m.RCode)

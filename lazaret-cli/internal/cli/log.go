@@ -15,6 +15,7 @@ import (
 	"lazaret.dev/lazaret-cli/internal/session"
 	"lazaret.dev/pkg/audit"
 	"lazaret.dev/pkg/cmdmain"
+	"lazaret.dev/pkg/control"
 	"lazaret.dev/pkg/escalation"
 )
 
@@ -42,7 +43,7 @@ func runLog(c *cli.Context) error {
 	if c.Args().Present() {
 		return fail(c, "log takes no arguments, got %q", c.Args().First())
 	}
-	path, what, err := auditLogOf(c)
+	path, what, runDir, err := auditLogOf(c)
 	if err != nil {
 		return err
 	}
@@ -60,8 +61,10 @@ func runLog(c *cli.Context) error {
 			_, err := io.WriteString(stderrOf(c), msg)
 			return err
 		}
-		_, err := io.WriteString(w, msg)
-		return err
+		if _, err := io.WriteString(w, msg); err != nil {
+			return err
+		}
+		return brokerRefusals(w, runDir)
 	}
 	var line *audit.LineError
 	if err != nil && !errors.As(err, &line) {
@@ -81,6 +84,9 @@ func runLog(c *cli.Context) error {
 	default:
 		werr = writeLogText(w, recs)
 	}
+	if werr == nil && !c.Bool("json") {
+		werr = brokerRefusals(w, runDir)
+	}
 	if werr != nil {
 		return werr
 	}
@@ -93,39 +99,40 @@ func runLog(c *cli.Context) error {
 
 // auditLogOf finds the audit log file from --domain, or from the
 // configuration of --profile (else its only profile) and --workspace, and
-// describes its Domain. The storage root is --storage-root when given,
-// else the configuration's.
-func auditLogOf(c *cli.Context) (path, what string, err error) {
+// describes its Domain; runDir is the Domain's runtime directory, where
+// a running generation's name log is. The storage root is --storage-root
+// when given, else the configuration's.
+func auditLogOf(c *cli.Context) (path, what, runDir string, err error) {
 	if dom := c.String("domain"); dom != "" {
 		for _, f := range []string{"profile", "workspace"} {
 			if c.IsSet(f) {
-				return "", "", fail(c, "--domain names the Domain itself; give it without --%s", f)
+				return "", "", "", fail(c, "--domain names the Domain itself; give it without --%s", f)
 			}
 		}
 		id, err := parseDomainID(dom)
 		if err != nil {
-			return "", "", fail(c, "%v", err)
+			return "", "", "", fail(c, "%v", err)
 		}
 		r, err := resolveRoots(c, session.ExitFailure)
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
-		return audit.Path(r.StorageRoot, id), "Domain " + id.String(), nil
+		return audit.Path(r.StorageRoot, id), "Domain " + id.String(), control.DomainPaths(r.RuntimeRoot, id).Dir, nil
 	}
 	cfg, _, err := resolveDomain(c, session.ExitFailure)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	defer cfg.Close()
 	root := cfg.StorageRoot()
 	if _, ok := flagValue(c, "storage-root"); ok {
 		r, err := resolveRoots(c, session.ExitFailure)
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
 		root = r.StorageRoot
 	}
-	return audit.Path(root, cfg.DomainID()), fmt.Sprintf("the Domain of profile %q in %s", cfg.Profile(), cfg.Workspace()), nil
+	return audit.Path(root, cfg.DomainID()), fmt.Sprintf("the Domain of profile %q in %s", cfg.Profile(), cfg.Workspace()), control.DomainPaths(cfg.RuntimeRoot(), cfg.DomainID()).Dir, nil
 }
 
 // writeLogText prints one line per record: time (UTC, seconds), the

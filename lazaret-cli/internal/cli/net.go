@@ -351,7 +351,7 @@ func runNetLog(c *cli.Context) error {
 	enc := json.NewEncoder(stdout)
 	shown := 0
 	for _, r := range recs {
-		if !c.Bool("all") && r.Kind != "refused" && r.Kind != "rebinding" {
+		if !c.Bool("all") && r.Kind != "refused" && r.Kind != "rebinding" && r.Kind != netsidecar.BrokerRefused {
 			continue
 		}
 		shown++
@@ -366,6 +366,7 @@ func runNetLog(c *cli.Context) error {
 		if r.Name != "" {
 			line += " " + r.Name
 		}
+		line += brokerDetail(r)
 		for i, a := range r.Addresses {
 			if i == 0 {
 				line += " ->"
@@ -389,4 +390,52 @@ func runNetLog(c *cli.Context) error {
 		fmt.Fprintf(stdout, "%s (%s)\n", what, path)
 	}
 	return nil
+}
+
+// brokerDetail renders the credential broker's fields of a name log
+// record (empty for the resolver's records): port, method, credentials
+// and status, each escaped.
+func brokerDetail(r netsidecar.NameLogRecord) string {
+	var b strings.Builder
+	if r.Port != 0 {
+		fmt.Fprintf(&b, ":%d", r.Port)
+	}
+	if r.Method != "" {
+		b.WriteString(" " + pinresolver.EscapeName(r.Method))
+	}
+	if len(r.Credentials) > 0 {
+		q := strconv.QuoteToASCII(strings.Join(r.Credentials, ","))
+		b.WriteString(" credentials " + q[1:len(q)-1])
+	}
+	if r.Status != 0 {
+		fmt.Fprintf(&b, " status %d", r.Status)
+	}
+	return b.String()
+}
+
+// brokerRefusals prints the credential broker's refusals in the running
+// generation's name log in dir, one line each, under a heading; nothing
+// when there are none or no log.
+func brokerRefusals(w io.Writer, dir string) error {
+	recs, err := netsidecar.ReadNameLogRecords(control.NameLogPath(dir))
+	if err != nil {
+		return nil // no running generation, or no names: nothing to add
+	}
+	var b strings.Builder
+	for _, r := range recs {
+		if r.Kind != netsidecar.BrokerRefused {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("credential broker refusals in the running generation:\n")
+		}
+		line := "  " + r.Time.UTC().Format(time.RFC3339) + " refused " + pinresolver.EscapeName(r.Name) + brokerDetail(r)
+		if r.Reason != "" {
+			q := strconv.QuoteToASCII(r.Reason)
+			line += ": " + q[1:len(q)-1]
+		}
+		b.WriteString(line + "\n")
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -103,6 +104,7 @@ func (r *statusReport) writeText(w io.Writer) error {
 				fmt.Fprintf(&b, "               hosts allowed %s\n", strings.Join(n.AllowHosts, ", "))
 				fmt.Fprintf(&b, "               hosts denied  %s\n", orNone(n.DenyHosts))
 				fmt.Fprintf(&b, "               names resolved through the pinning resolver, upstream %s\n", n.NameUpstream)
+				writeCredentials(&b, n, "               ")
 				writeNames(&b, n, "               ")
 			}
 		case d.NetworkError != "":
@@ -191,4 +193,32 @@ func writeNames(b *strings.Builder, n *session.NetworkStatus, indent string) {
 		}
 		fmt.Fprintln(b, line)
 	}
+}
+
+// writeCredentials prints the credentials the broker holds: the sandbox
+// variable, where its value goes, and to which destinations. The record
+// is the coordinator's, but is printed escaped all the same.
+func writeCredentials(b *strings.Builder, n *session.NetworkStatus, indent string) {
+	if n.CredentialsError != "" {
+		fmt.Fprintf(b, "%scredentials record unreadable: %s\n", indent, n.CredentialsError)
+	}
+	for _, c := range n.Credentials {
+		where := c.Scheme
+		switch c.Scheme {
+		case "header":
+			where = "header " + c.Header
+		case "bearer":
+			where = "Authorization: Bearer"
+		case "basic":
+			where = "Authorization: Basic (password)"
+		}
+		fmt.Fprintf(b, "%scredential %s brokered (%s) only to %s; the sandbox holds a placeholder\n",
+			indent, quoted(c.Name), quoted(where), quoted(strings.Join(c.Destinations, ", ")))
+	}
+}
+
+// quoted escapes every byte outside printable ASCII.
+func quoted(s string) string {
+	q := strconv.QuoteToASCII(s)
+	return q[1 : len(q)-1]
 }

@@ -91,6 +91,11 @@ type NetworkStatus struct {
 	Refusals     []NameStatus `json:"refusals,omitempty"`
 	NameLog      string       `json:"name_log,omitempty"`
 	NameLogError string       `json:"name_log_error,omitempty"`
+	// Credentials are the credentials the broker holds (names and
+	// destinations only); CredentialsError says why the record could
+	// not be read.
+	Credentials      []control.BrokeredCredential `json:"credentials,omitempty"`
+	CredentialsError string                       `json:"credentials_error,omitempty"`
 }
 
 // PinStatus is an address the pinning resolver admitted, the names that
@@ -136,6 +141,13 @@ func nameStatus(n *NetworkStatus, p *netpolicy.DerivedNetworkPolicy, dir string,
 		}
 	}
 	n.NameUpstream = p.NameUpstream.String()
+	if len(p.Brokered) > 0 {
+		creds, err := control.ReadBrokeredCredentials(dir)
+		if err != nil {
+			n.CredentialsError = err.Error()
+		}
+		n.Credentials = creds
+	}
 	n.NameLog = control.NameLogPath(dir)
 	sum, err := netsidecar.ReadNameLog(n.NameLog, now, refusals)
 	if err != nil {
@@ -150,8 +162,12 @@ func nameStatus(n *NetworkStatus, p *netpolicy.DerivedNetworkPolicy, dir string,
 		n.Pins = append(n.Pins, ps)
 	}
 	for _, r := range sum.Refusals {
+		name := pinresolver.EscapeName(r.Name)
+		if r.Port != 0 {
+			name += ":" + strconv.Itoa(int(r.Port))
+		}
 		n.Refusals = append(n.Refusals, NameStatus{Time: r.Time.UTC().Format(time.RFC3339), Kind: r.Kind,
-			Name: pinresolver.EscapeName(r.Name), Reason: printable(r.Reason)})
+			Name: name, Reason: printable(r.Reason)})
 	}
 }
 

@@ -193,7 +193,17 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 		return err
 	}
 	defer names.Close()
-	argv, files, err := handoff.Render(&netsidecar.Descriptors{Channel: child, Policy: mem, Names: names})
+	// The broker's configuration holds the real values of the brokered
+	// credentials: it leaves this process only in this sealed memfd,
+	// which is closed once the sidecar has it.
+	brk, err := netsidecar.SealBroker(s.broker.encodedConfig())
+	if err != nil {
+		mem.Close()
+		child.Close()
+		return err
+	}
+	defer brk.Close()
+	argv, files, err := handoff.Render(&netsidecar.Descriptors{Channel: child, Policy: mem, Names: names, Broker: brk})
 	var cmd *exec.Cmd
 	if err == nil {
 		cmd, err = n.anchor.command(context.Background(), append([]string{n.unshare, "--net", "--mount", "--", n.sidecar}, argv...))
@@ -292,6 +302,11 @@ func (n *sidecarNetwork) Start(ctx context.Context) error {
 	}
 	if err := control.WriteNetworkPolicy(s.paths.Dir, n.encoded); err != nil {
 		return fmt.Errorf("recording the enforced network policy for status: %w", err)
+	}
+	if creds := s.broker.record(); creds != nil {
+		if err := control.WriteBrokeredCredentials(s.paths.Dir, creds); err != nil {
+			return fmt.Errorf("recording the brokered credentials for status: %w", err)
+		}
 	}
 	n.netns = inst.SandboxNetNSPath
 	s.log.Info("network ready", "policy_digest", n.digest.String(), "enforcement_namespace", enf,
@@ -419,7 +434,7 @@ func (n *sidecarNetwork) Release(ctx context.Context) error {
 	}
 	// The published host ports close with the sidecar, below.
 	n.closePorts()
-	for _, name := range []string{control.NetworkPolicyName, control.NameLogName, control.PublishedPortsName} {
+	for _, name := range []string{control.NetworkPolicyName, control.NameLogName, control.PublishedPortsName, control.BrokeredCredentialsName} {
 		if err := os.Remove(filepath.Join(s.paths.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.log.Warn("removing the network policy's file", "file", name, "err", err.Error())
 		}
@@ -462,7 +477,7 @@ func recoverNetwork(s *scope, o *domainstore.ParticipantOwnership) (string, erro
 	}
 	// The published host ports were held only by the sidecar, and went
 	// with it; their record goes too.
-	for _, name := range []string{control.NetworkPolicyName, control.NameLogName, control.PublishedPortsName} {
+	for _, name := range []string{control.NetworkPolicyName, control.NameLogName, control.PublishedPortsName, control.BrokeredCredentialsName} {
 		if err := os.Remove(filepath.Join(s.paths.Dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return "", fmt.Errorf("removing %s: %w", name, err)
 		}

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -108,6 +109,10 @@ func (p *sandboxStep) Start(ctx context.Context) error {
 	if err := p.writeEtc(gen); err != nil {
 		return err
 	}
+	trust, err := p.installBrokerCA(gen)
+	if err != nil {
+		return err
+	}
 	vols, err := p.volumes()
 	if err != nil {
 		return err
@@ -126,6 +131,7 @@ func (p *sandboxStep) Start(ctx context.Context) error {
 		// The sandbox namespace the network sidecar holds.
 		NetworkPath:       p.network.NamespacePath(),
 		WorkspaceDentries: workspaceDentries(),
+		TrustStores:       trust,
 	})
 	if err != nil {
 		return fmt.Errorf("planning the container: %w", err)
@@ -425,6 +431,45 @@ func (p *sandboxStep) resolveUser() (bundle.User, error) {
 
 func (c imageConfig) bundle() bundle.ImageConfig {
 	return bundle.ImageConfig{Entrypoint: c.Entrypoint, Cmd: c.Cmd, Env: c.Env, WorkingDir: c.WorkingDir}
+}
+
+// installBrokerCA makes the sandbox trust the credential broker's CA,
+// when the profile brokers a credential: the certificate alone in the
+// control directory (NODE_EXTRA_CA_CERTS names it), and the image's CA
+// bundle with the certificate appended beneath the etc directory, to be
+// mounted over every trust store the image has. It returns those
+// sandbox paths.
+func (p *sandboxStep) installBrokerCA(gen *os.File) ([]string, error) {
+	ca := p.s.broker.caPEM()
+	if ca == nil {
+		return nil, nil
+	}
+	art := p.image.artifact
+	fd, err := unix.Open(art.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening the prepared artifact %q: %w", art.Path, err)
+	}
+	defer unix.Close(fd)
+	if err := hostid.CheckInode(fd, art.Path, art.Device, art.Inode); err != nil {
+		return nil, fmt.Errorf("prepared artifact: %w", err)
+	}
+	paths, image, err := bundle.ImageTrustStores(fd)
+	if err != nil {
+		return nil, err
+	}
+	combined := bytes.Clone(image)
+	if len(combined) > 0 && combined[len(combined)-1] != '\n' {
+		combined = append(combined, '\n')
+	}
+	combined = append(combined, ca...)
+	if err := writeNewAt(gen, filepath.Join("control", brokerCAName), ca, 0o644); err != nil {
+		return nil, fmt.Errorf("installing the credential broker's CA: %w", err)
+	}
+	if err := writeNewAt(gen, filepath.Join("etc", bundle.TrustBundleName), combined, 0o644); err != nil {
+		return nil, fmt.Errorf("writing the sandbox's CA bundle: %w", err)
+	}
+	p.s.log.Info("credential broker CA installed in the sandbox", "trust_stores", paths, "image_bundle_bytes", len(image))
+	return paths, nil
 }
 
 // writeEtc writes the sandbox's resolv.conf, hosts and hostname beneath

@@ -46,6 +46,9 @@ type scope struct {
 	sidecarID   ids.SidecarID
 	fingerprint ids.Digest
 	ident       protocol.GenerationIdentity
+	// broker is the credential broker's material (broker.go); nil when
+	// the profile brokers nothing, and in recovery.
+	broker *brokerMaterial
 	// escalationTimeouts bound host escalation requests (timeouts.go).
 	escalationTimeouts escalation.Timeouts
 

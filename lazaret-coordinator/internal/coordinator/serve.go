@@ -196,6 +196,9 @@ func serve(ctx context.Context, opts Options, rep *report) error {
 		ConfigurationFingerprint: fp, CoordinatorID: s.coordinator, SandboxID: s.sandboxID,
 	}
 	s.log = log.With("generation", s.id.String())
+	if s.broker, err = newBrokerMaterial(cfg, s.id.String()[:16]); err != nil {
+		return err
+	}
 	g, err := newGeneration(s, participantEnv{environ: opts.Environment.LookupEnv, helperLog: opts.Log})
 	if err != nil {
 		return err

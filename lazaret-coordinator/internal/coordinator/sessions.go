@@ -21,6 +21,7 @@ import (
 	"lazaret.dev/pkg/domainstore"
 	"lazaret.dev/pkg/hostid"
 	"lazaret.dev/pkg/ids"
+	"lazaret.dev/pkg/layout"
 	"lazaret.dev/pkg/mailbox"
 	"lazaret.dev/pkg/protocol"
 	"lazaret.dev/pkg/store"
@@ -203,9 +204,13 @@ func (s *sessions) processSpec(rs runSpec) (*os.File, error) {
 	cfg := s.scope.cfg
 	env := make([]string, 0, len(cfg.EnvironmentReferences())+1)
 	for _, ref := range cfg.EnvironmentReferences() {
-		if v, ok := cfg.EnvironmentValue(ref.SandboxName); ok {
+		// A brokered credential's sandbox value is its placeholder.
+		if v, ok := s.scope.broker.sandboxValue(cfg, ref.SandboxName); ok {
 			env = append(env, ref.SandboxName+"="+v)
 		}
+	}
+	if s.scope.broker != nil {
+		env = append(env, "NODE_EXTRA_CA_CERTS="+layout.Control+"/"+brokerCAName)
 	}
 	capEnv, err := mailbox.EncodeCapability(&rs.capability)
 	if err != nil {

@@ -30,13 +30,18 @@ type nameService struct {
 // enforcement namespace itself, through the connectivity helper: the
 // sandbox never talks to it. Every decision is logged (the name escaped)
 // and recorded in names.
-func startNames(log *slog.Logger, path *netpath.Path, policy *netpolicy.DerivedNetworkPolicy, decider *netpolicy.Decider, names *netsidecar.NameLog, pinner *netpath.Pinner) (*nameService, error) {
+// A brokered name is answered with the enforcement end's address, where
+// brk listens.
+func startNames(log *slog.Logger, path *netpath.Path, policy *netpolicy.DerivedNetworkPolicy, decider *netpolicy.Decider, names *netsidecar.NameLog, pinner *netpath.Pinner, brk *brokerService) (*nameService, error) {
 	srv, err := pinresolver.New(pinresolver.Config{
 		Names: func(name string) pinresolver.Verdict {
 			d := decider.DecideName(name)
 			return pinresolver.Verdict{Allowed: d.Allowed, Rule: d.Rule.Pattern}
 		},
 		Upstream: netip.AddrPortFrom(policy.NameUpstream, netpolicy.DNSPort),
+		Local: func(name string) (netip.Addr, bool) {
+			return path.Config.Gateway(), brk != nil && policy.IsBrokered(name)
+		},
 		Admit: func(a netip.Addr) (bool, string) {
 			d, ok := decider.AdmitLearned(a)
 			return ok, d.String()

@@ -32,16 +32,17 @@ const (
 // nil, is called once readiness is sent: what installing the policy and
 // proving readiness allocated is garbage then, and main returns it to the
 // operating system (helpermain.Settle).
-func Run(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policy, names *os.File, settle func()) error {
+func Run(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policy, names, broker *os.File, settle func()) error {
 	defer channel.Close()
 	defer names.Close()
-	path, svc, err := serve(ctx, log, channel, policy, names)
+	path, svc, brk, err := serve(ctx, log, channel, policy, names, broker)
 	if err != nil {
 		channel.Send(&netsidecar.Failed{Message: err.Error()})
 		return err
 	}
 	defer path.Close()
 	defer svc.Close()
+	defer brk.Close()
 	if settle != nil {
 		settle()
 	}
@@ -77,31 +78,49 @@ func Run(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, pol
 	}
 }
 
-func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policyFile, namesFile *os.File) (*netpath.Path, *nameService, error) {
+func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policyFile, namesFile, brokerFile *os.File) (*netpath.Path, *nameService, *brokerService, error) {
+	path, svc, brk, err := serveNetwork(ctx, log, channel, policyFile, namesFile, brokerFile)
+	if err != nil {
+		svc.Close()
+		brk.Close()
+		path.Close()
+		return nil, nil, nil, err
+	}
+	return path, svc, brk, nil
+}
+
+// serveNetwork builds the enforcement path and proves readiness; on an
+// error the caller closes what it returned.
+func serveNetwork(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, policyFile, namesFile, brokerFile *os.File) (path *netpath.Path, svc *nameService, brk *brokerService, err error) {
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	start, err := netsidecar.Expect[*netsidecar.Start](sctx, channel)
 	cancel()
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading start message: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading start message: %w", err)
 	}
 	encoded, err := netsidecar.ReadSealedPolicy(policyFile)
 	policyFile.Close()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	brokered, err := netsidecar.ReadSealedBroker(brokerFile)
+	brokerFile.Close()
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	if got := netpolicy.DigestOfEncoding(encoded); got != start.PolicyDigest {
-		return nil, nil, fmt.Errorf("sealed policy digest %v, start message names %v: %w", got, start.PolicyDigest, netsidecar.ErrDigest)
+		return nil, nil, nil, fmt.Errorf("sealed policy digest %v, start message names %v: %w", got, start.PolicyDigest, netsidecar.ErrDigest)
 	}
 	policy, err := netpolicy.DecodePolicy(encoded)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sealed policy: %w", err)
+		return nil, nil, nil, fmt.Errorf("sealed policy: %w", err)
 	}
 	decider, err := netpolicy.NewDecider(policy, start.HostAddresses)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := decider.CheckTargets(start.Targets); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	link := netpath.Config{}.WithDefaults()
 	plan, err := nftplan.New(policy, nftplan.Config{
@@ -114,23 +133,18 @@ func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, p
 		RelayTo:   link.Gateway(),
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	enforcement, err := netpath.CurrentNetNS()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	path, err := netpath.Build(log, enforcement, plan, netpath.Config{SandboxInterface: netpath.DefaultSandboxInterface})
+	path, err = netpath.Build(log, enforcement, plan, netpath.Config{SandboxInterface: netpath.DefaultSandboxInterface})
 	if err != nil {
 		enforcement.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	var svc *nameService
-	fail := func(err error) (*netpath.Path, *nameService, error) {
-		svc.Close()
-		path.Close()
-		return nil, nil, err
-	}
+	fail := func(err error) (*netpath.Path, *nameService, *brokerService, error) { return path, svc, brk, err }
 	routes, err := path.Routes()
 	if err != nil {
 		return fail(err)
@@ -171,9 +185,16 @@ func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, p
 			return fail(err)
 		}
 		names := netsidecar.NewNameLog(namesFile, 0, pinSnapshot(log, pinner))
-		if svc, err = startNames(log, path, policy, decider, names, pinner); err != nil {
+		// The broker listens before the resolver sends anyone to it, and
+		// before readiness probes a brokered host.
+		if brk, err = startBroker(log, path, policy, decider, names, brokered); err != nil {
 			return fail(err)
 		}
+		if svc, err = startNames(log, path, policy, decider, names, pinner, brk); err != nil {
+			return fail(err)
+		}
+	} else if len(brokered) > 0 {
+		return fail(fmt.Errorf("a broker configuration came with a policy without host names: %w", netsidecar.ErrUnexpected))
 	}
 
 	cfg := netpath.DefaultProbeConfig
@@ -231,5 +252,5 @@ func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, p
 	if err := channel.Send(&netsidecar.Ready{Attestation: attBytes, Probe: probeBytes}); err != nil {
 		return fail(err)
 	}
-	return path, svc, nil
+	return path, svc, brk, nil
 }

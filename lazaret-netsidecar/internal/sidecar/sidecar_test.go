@@ -107,17 +107,19 @@ type running struct {
 // launch starts the sidecar with policy sealed (or not) and sends start.
 func launch(t *testing.T, ownUser bool, encoded []byte, sealed bool, start *netsidecar.Start) *running {
 	t.Helper()
-	return launchAt(t, ownUser, encoded, sealed, start, filepath.Join(t.TempDir(), "names.log"))
+	return launchAt(t, ownUser, encoded, sealed, start, filepath.Join(t.TempDir(), "names.log"), nil)
 }
 
 // launchWithNames is launch with a sealed policy and the name log at
 // logPath.
 func launchWithNames(t *testing.T, ownUser bool, encoded []byte, start *netsidecar.Start, logPath string) *running {
 	t.Helper()
-	return launchAt(t, ownUser, encoded, true, start, logPath)
+	return launchAt(t, ownUser, encoded, true, start, logPath, nil)
 }
 
-func launchAt(t *testing.T, ownUser bool, encoded []byte, sealed bool, start *netsidecar.Start, logPath string) *running {
+// launchAt starts the sidecar with the name log at logPath and brokered,
+// the credential broker's encoded configuration (nil for none).
+func launchAt(t *testing.T, ownUser bool, encoded []byte, sealed bool, start *netsidecar.Start, logPath string, brokered []byte) *running {
 	t.Helper()
 	var mem *os.File
 	var err error
@@ -141,7 +143,12 @@ func launchAt(t *testing.T, ownUser bool, encoded []byte, sealed bool, start *ne
 		t.Fatal(err)
 	}
 	defer names.Close()
-	cmd, err := netsidecar.Command(os.Getenv(envBinary), ownUser, netsidecar.Descriptors{Channel: child, Policy: mem, Names: names})
+	brk, err := netsidecar.SealBroker(brokered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer brk.Close()
+	cmd, err := netsidecar.Command(os.Getenv(envBinary), ownUser, netsidecar.Descriptors{Channel: child, Policy: mem, Names: names, Broker: brk})
 	if err != nil {
 		t.Fatal(err)
 	}
