@@ -342,6 +342,25 @@ ls $d | wc -l`
 		if err != nil || len(creds) != 2 {
 			t.Fatalf("brokered credentials record: %+v, %v", creds, err)
 		}
+		// What the developer reads: log shows the refusals after the
+		// audit log, status the credentials and where they go.
+		out, errs, x := e.cli(t, "log")
+		if x != 0 || !strings.Contains(out, "credential broker refusals in the running generation:") ||
+			!strings.Contains(out, "refused "+brokerAPI+fmt.Sprintf(":%d", netlab.TLSPort)) || !strings.Contains(out, "placeholder of API_KEY") {
+			t.Errorf("lazaret-cli log: exit %d\n%s\n%s", x, out, errs)
+		}
+		cmd := exec.Command(builtCLI.path, "status", "--config", e.cfgFile, "--profile", testProfile)
+		cmd.Env = e.environ
+		status, err := cmd.CombinedOutput()
+		want := "credential API_KEY brokered (header x-api-key) only to " + brokerAPI + fmt.Sprintf(":%d", netlab.TLSPort)
+		if err != nil || !strings.Contains(string(status), want) || !strings.Contains(string(status), "broker-refused") {
+			t.Errorf("lazaret-cli status: %v, want %q and the refusals:\n%s", err, want, status)
+		}
+		for _, b := range [][]byte{[]byte(out), status} {
+			if bytes.Contains(b, []byte(netlab.BrokerSecret)) || bytes.Contains(b, []byte(placeholder)) {
+				t.Errorf("a value or placeholder is printed:\n%s", b)
+			}
+		}
 	})
 	t.Run("the real value is in no file of the storage and runtime roots", func(t *testing.T) {
 		for _, root := range []string{e.storage, e.xdgRun} {
