@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -98,6 +99,8 @@ func (s *services) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("X-Echo", BrokerSecret)
 		io.WriteString(w, BrokerSecret+"\n")
+	case strings.HasPrefix(p, "/bytes/") && r.Method == http.MethodGet:
+		serveBytes(w, strings.TrimPrefix(p, "/bytes/"))
 	case p == "/stats" && r.Method == http.MethodGet:
 		writeJSON(w, http.StatusOK, map[string]int64{"messages": s.messages.Load()})
 	case p == "/v1/responses" && r.Method == http.MethodPost:
@@ -433,4 +436,27 @@ func makeGitRoot() (git, dir string, err error) {
 		return "", "", err
 	}
 	return git, dir, nil
+}
+
+// MaxBytes bounds GET /bytes/N.
+const MaxBytes = 1 << 30
+
+// serveBytes answers GET /bytes/N with N bytes ('x'), for throughput
+// measurements; it needs no credential.
+func serveBytes(w http.ResponseWriter, n string) {
+	size, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || size < 0 || size > MaxBytes {
+		http.Error(w, "want /bytes/N with N from 0 to 1073741824", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	chunk := bytes.Repeat([]byte{'x'}, 64<<10)
+	for size > 0 {
+		m := min(size, int64(len(chunk)))
+		if _, err := w.Write(chunk[:m]); err != nil {
+			return
+		}
+		size -= m
+	}
 }

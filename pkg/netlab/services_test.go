@@ -196,3 +196,16 @@ func TestResponsesDouble(t *testing.T) {
 		t.Errorf("completed response %v", resp)
 	}
 }
+
+func TestBytes(t *testing.T) {
+	s := newServices("h", "", "")
+	w := serve(t, s, "GET", "/bytes/200000", "", nil)
+	if w.Code != 200 || w.Body.Len() != 200000 || strings.Trim(w.Body.String(), "x") != "" {
+		t.Errorf("/bytes/200000: %d, %d bytes", w.Code, w.Body.Len())
+	}
+	for _, bad := range []string{"/bytes/-1", "/bytes/x", "/bytes/1073741825"} {
+		if w := serve(t, s, "GET", bad, "", nil); w.Code != 400 {
+			t.Errorf("%s: %d", bad, w.Code)
+		}
+	}
+}
