@@ -18,6 +18,7 @@ import (
 	"lazaret.dev/pkg/cmdmain"
 	"lazaret.dev/pkg/config"
 	"lazaret.dev/pkg/control"
+	"lazaret.dev/pkg/netpath"
 	"lazaret.dev/pkg/netpolicy"
 	"lazaret.dev/pkg/netprofile"
 	"lazaret.dev/pkg/netsidecar"
@@ -296,6 +297,17 @@ func explainName(c *cli.Context, cfg *config.ResolvedDomainConfiguration, name, 
 	if !d.Allowed {
 		return &cmdmain.ExitError{Code: netExitDenied}
 	}
+	if pol.IsBrokered(name) {
+		var ports []string
+		for _, b := range pol.Brokered {
+			if b.Host == name {
+				ports = append(ports, strconv.Itoa(int(b.Port)))
+			}
+		}
+		fmt.Fprintf(stdout, "brokered: the pinning resolver answers it with the credential broker's address (%s), which takes TCP port %s and sends the profile's credentials for it only there; nothing is pinned\n",
+			netpath.DefaultLink.Addr().Next(), strings.Join(ports, ", "))
+		return nil
+	}
 	fmt.Fprintf(stdout, "its A records are forwarded to %s; each address is pinned for the record's TTL (raised to 10 s, at most 1 h, plus 2 s) unless a deny prefix, a private or structural range or a host address covers it\n", pol.NameUpstream)
 	sum, err := netsidecar.ReadNameLog(control.NameLogPath(dir), time.Now(), 0)
 	if err == nil {
@@ -401,7 +413,8 @@ func brokerDetail(r netsidecar.NameLogRecord) string {
 		fmt.Fprintf(&b, ":%d", r.Port)
 	}
 	if r.Method != "" {
-		b.WriteString(" " + pinresolver.EscapeName(r.Method))
+		q := strconv.QuoteToASCII(r.Method)
+		b.WriteString(" " + q[1:len(q)-1])
 	}
 	if len(r.Credentials) > 0 {
 		q := strconv.QuoteToASCII(strings.Join(r.Credentials, ","))

@@ -177,6 +177,14 @@ allow_hosts = ["api.example.com", "*.example.net"]
 deny_hosts = ["tracker.example.net"]
 resolver = "198.51.100.53"
 
+[profiles.dev.env]
+KEY = "env:LZ_NET_TEST_KEY"
+
+[[profiles.dev.credentials]]
+env = "KEY"
+hosts = ["brokered.example.net"]
+scheme = "bearer"
+
 [profiles.dev.readiness]
 denied = [{ address = "203.0.113.200", port = 443 }]
 hosts = [{ name = "api.example.com", port = 443 }]
@@ -187,6 +195,7 @@ hosts = [{ name = "api.example.com", port = 443 }]
 // every name escaped.
 func TestNetNames(t *testing.T) {
 	h := newHost(t)
+	t.Setenv("LZ_NET_TEST_KEY", "tk-0123456789abcdefghij")
 	if err := os.MkdirAll(filepath.Dir(h.file), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +231,8 @@ func TestNetNames(t *testing.T) {
 		{Time: now, Kind: "pinned", Name: "cdn.example.net", Rule: "*.example.net", Addresses: []netip.Addr{netip.MustParseAddr("198.19.0.9")}, TTLMillis: 60000},
 		{Time: now, Kind: "refused", Name: "x\x1b[2J\n.evil.test", Reason: "name not allowed"},
 		{Time: now, Kind: "rebinding", Name: "rebind.example.net", Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Reason: "denied by deny prefix 10.0.0.0/8"},
+		{Time: now, Kind: netsidecar.BrokerRefused, Name: "brokered.example.net", Port: 443, Method: "GE\x1bT", Credentials: []string{"KEY"}, Status: 403, Reason: "placeholder of KEY in header Cookie"},
+		{Time: now, Kind: netsidecar.BrokerBrokered, Name: "brokered.example.net", Port: 443, Method: "POST", Credentials: []string{"KEY"}, Status: 200},
 	} {
 		if err := log.Write(r); err != nil {
 			t.Fatal(err)
@@ -254,6 +265,9 @@ func TestNetNames(t *testing.T) {
 		{[]string{"log"}, 0, `refused x\x1b\x5b2\x4a\x0a.evil.test`},
 		{[]string{"log"}, 0, "rebinding rebind.example.net -> 10.0.0.1: denied by deny prefix 10.0.0.0/8"},
 		{[]string{"log", "--all"}, 0, "pinned cdn.example.net -> 198.19.0.9 for 1m0s"},
+		{[]string{"explain", "brokered.example.net"}, 0, "brokered: the pinning resolver answers it with the credential broker's address (10.255.255.1), which takes TCP port 443"},
+		{[]string{"log"}, 0, `broker-refused brokered.example.net:443 GE\x1bT credentials KEY status 403: placeholder of KEY in header Cookie`},
+		{[]string{"log", "--all"}, 0, "broker-brokered brokered.example.net:443 POST credentials KEY status 200"},
 	} {
 		out, code := run(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {

@@ -62,7 +62,7 @@ func startBroker(log *slog.Logger, path *netpath.Path, policy *netpolicy.Derived
 				kind, level = netsidecar.BrokerRefused, slog.LevelWarn
 			}
 			log.Log(context.Background(), level, "credential broker", "kind", ev.Kind, "host", pinresolver.EscapeName(ev.Host),
-				"port", ev.Port, "credentials", ev.Credentials, "method", pinresolver.EscapeName(ev.Method), "status", ev.Status, "reason", ev.Reason)
+				"port", ev.Port, "credentials", ev.Credentials, "method", strconv.QuoteToASCII(ev.Method), "status", ev.Status, "reason", ev.Reason)
 			if err := names.Write(netsidecar.NameLogRecord{
 				Time: ev.Time, Kind: kind, Name: ev.Host, Port: ev.Port, Credentials: ev.Credentials,
 				Method: ev.Method, Status: ev.Status, Reason: ev.Reason,
