@@ -84,11 +84,11 @@ func (c *Config) validateCredential(cr *Credential) error {
 
 // validEnvName reports whether s is an environment variable name.
 func validEnvName(s string) bool {
-	if s == "" || classOf(s[0]) == '0' {
+	if s == "" || CharClass(s[0]) == '0' {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if classOf(s[i]) == 0 && s[i] != '_' {
+		if CharClass(s[i]) == 0 && s[i] != '_' {
 			return false
 		}
 	}
@@ -118,7 +118,7 @@ func validToken(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if classOf(s[i]) == 0 && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(s[i])) {
+		if CharClass(s[i]) == 0 && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(s[i])) {
 			return false
 		}
 	}
@@ -164,7 +164,7 @@ func (c *Config) validateAcross() error {
 			return fmt.Errorf("credential %s: %w", a.Name, ErrPlaceholderClash)
 		}
 		for _, d := range a.Destinations {
-			k := claim{d, a.field()}
+			k := claim{d, a.Field()}
 			if other, ok := claims[k]; ok {
 				return fmt.Errorf("credentials %s and %s, header %s at %s: %w", other, a.Name, k.field, d, ErrFieldClaimed)
 			}
@@ -197,10 +197,10 @@ func (c *Config) Destinations() []Destination {
 	return slices.Compact(ds)
 }
 
-// serves reports whether d is a destination of some credential.
-func (c *Config) serves(d Destination) bool {
+// Serves reports whether d is a destination of some credential.
+func (c *Config) Serves(d Destination) bool {
 	for i := range c.Credentials {
-		if c.Credentials[i].allows(d) {
+		if c.Credentials[i].Allows(d) {
 			return true
 		}
 	}

@@ -88,16 +88,16 @@ func (c Credential) Format(f fmt.State, _ rune) {
 		c.Name, c.Scheme, c.Header, c.Destinations)
 }
 
-// field returns the lowercase header field name c travels in.
-func (c *Credential) field() string {
+// Field returns the lowercase header field name c travels in.
+func (c *Credential) Field() string {
 	if c.Scheme == SchemeHeader {
 		return c.Header
 	}
 	return "authorization"
 }
 
-// allows reports whether d is one of c's destinations.
-func (c *Credential) allows(d Destination) bool {
+// Allows reports whether d is one of c's destinations.
+func (c *Credential) Allows(d Destination) bool {
 	for _, cd := range c.Destinations {
 		if cd == d {
 			return true
@@ -106,8 +106,8 @@ func (c *Credential) allows(d Destination) bool {
 	return false
 }
 
-// destinationList returns c's destinations as "a:443, b:443".
-func (c *Credential) destinationList() string {
+// DestinationList returns c's destinations as "a:443, b:443".
+func (c *Credential) DestinationList() string {
 	s := make([]string, len(c.Destinations))
 	for i, d := range c.Destinations {
 		s[i] = d.String()
@@ -182,7 +182,7 @@ func placeholderEntropy(s string) float64 {
 	const letterBits, digitBits = 4.700439718141092, 3.321928094887362 // log2(26), log2(10)
 	var b float64
 	for i := 0; i < len(s); i++ {
-		switch classOf(s[i]) {
+		switch CharClass(s[i]) {
 		case 'a', 'A':
 			b += letterBits
 		case '0':
@@ -192,9 +192,9 @@ func placeholderEntropy(s string) float64 {
 	return b
 }
 
-// classOf returns 'a' for a lowercase letter, 'A' for an uppercase one, '0'
+// CharClass returns 'a' for a lowercase letter, 'A' for an uppercase one, '0'
 // for a digit and 0 for any other byte.
-func classOf(c byte) byte {
+func CharClass(c byte) byte {
 	switch {
 	case c >= 'a' && c <= 'z':
 		return 'a'
@@ -217,7 +217,7 @@ type randSource struct {
 
 // sameClass returns a random byte of c's class, or c if it has none.
 func (s *randSource) sameClass(c byte) byte {
-	switch classOf(c) {
+	switch CharClass(c) {
 	case 'a':
 		return 'a' + s.below(26)
 	case 'A':
@@ -273,7 +273,7 @@ func validLabel(l string) bool {
 		return false
 	}
 	for i := 0; i < len(l); i++ {
-		if c := l[i]; classOf(c) != 'a' && classOf(c) != '0' && c != '-' {
+		if c := l[i]; CharClass(c) != 'a' && CharClass(c) != '0' && c != '-' {
 			return false
 		}
 	}

@@ -68,7 +68,7 @@ func TestNewPlaceholder(t *testing.T) {
 			t.Errorf("placeholder %q of %q: want a different value of the same length with prefix %q", p, tt.v, tt.prefix)
 		}
 		for i := range len(p) {
-			if classOf(p[i]) != classOf(tt.v[i]) || classOf(p[i]) == 0 && p[i] != tt.v[i] {
+			if CharClass(p[i]) != CharClass(tt.v[i]) || CharClass(p[i]) == 0 && p[i] != tt.v[i] {
 				t.Errorf("placeholder %q of %q differs in class at byte %d", p, tt.v, i)
 			}
 		}

@@ -24,6 +24,4 @@ var (
 	ErrFieldClaimed     = errors.New("two credentials claim the same header field at the same destination")
 	ErrUpstreamCA       = errors.New("upstream CA holds no PEM certificate")
 	ErrAuthorityKey     = errors.New("authority key does not match its certificate")
-	ErrNotServedPort    = errors.New("port is not a destination port of the configuration")
-	ErrClosed           = errors.New("broker proxy is closed")
 )

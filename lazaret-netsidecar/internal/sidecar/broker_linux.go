@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"lazaret.dev/pkg/broker"
+	brokerproxy "lazaret.dev/pkg/broker/proxy"
 	"lazaret.dev/pkg/netpath"
 	"lazaret.dev/pkg/netpolicy"
 	"lazaret.dev/pkg/netsidecar"
@@ -26,7 +27,7 @@ const brokerDialTimeout = 10 * time.Second
 // admits from the sandbox and the pinning resolver sends brokered names
 // to (docs/NETWORK.md, "Credential broker").
 type brokerService struct {
-	proxy     *broker.Proxy
+	proxy     *brokerproxy.Proxy
 	listeners []net.Listener
 }
 
@@ -54,11 +55,11 @@ func startBroker(log *slog.Logger, path *netpath.Path, policy *netpolicy.Derived
 	if !slices.Equal(want, policy.Brokered) {
 		return nil, fmt.Errorf("the broker configuration names destinations %v, the policy brokers %v: %w", want, policy.Brokered, netsidecar.ErrUnexpected)
 	}
-	proxy, err := broker.NewProxy(cfg, broker.Options{
-		Dial: upstreamDialer(policy, decider),
-		Log: func(ev broker.Event) {
+	proxy, err := brokerproxy.NewProxy(cfg, brokerproxy.Options{
+		Dial: upstreamDialer(log, policy, decider),
+		Log: func(ev brokerproxy.Event) {
 			kind, level := netsidecar.BrokerBrokered, slog.LevelInfo
-			if ev.Kind != broker.KindBrokered {
+			if ev.Kind != brokerproxy.KindBrokered {
 				kind, level = netsidecar.BrokerRefused, slog.LevelWarn
 			}
 			log.Log(context.Background(), level, "credential broker", "kind", ev.Kind, "host", pinresolver.EscapeName(ev.Host),
@@ -109,13 +110,13 @@ func (b *brokerService) Close() {
 // policy's upstream resolver from the enforcement namespace, every
 // address admitted by the policy as a learned address (no private,
 // structural, host or denied address), the first that connects used.
-func upstreamDialer(policy *netpolicy.DerivedNetworkPolicy, decider *netpolicy.Decider) func(ctx context.Context, host string, port uint16) (net.Conn, error) {
+func upstreamDialer(log *slog.Logger, policy *netpolicy.DerivedNetworkPolicy, decider *netpolicy.Decider) func(ctx context.Context, host string, port uint16) (net.Conn, error) {
 	var d net.Dialer
 	upstream := net.JoinHostPort(policy.NameUpstream.String(), strconv.Itoa(netpolicy.DNSPort))
 	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return d.DialContext(ctx, network, upstream)
 	}}
-	return func(ctx context.Context, host string, port uint16) (net.Conn, error) {
+	dial := func(ctx context.Context, host string, port uint16) (net.Conn, error) {
 		if !policy.IsBrokered(host) || !policy.DecideName(host).Allowed {
 			return nil, fmt.Errorf("%s is not a brokered host the policy allows", host)
 		}
@@ -142,5 +143,13 @@ func upstreamDialer(policy *netpolicy.DerivedNetworkPolicy, decider *netpolicy.D
 			return nil, fmt.Errorf("%s has no IPv4 address", host)
 		}
 		return nil, fmt.Errorf("connecting to %s:%d: %w", host, port, errors.Join(errs...))
+	}
+	// The proxy answers the sandbox with a plain 502; why is logged here.
+	return func(ctx context.Context, host string, port uint16) (net.Conn, error) {
+		c, err := dial(ctx, host, port)
+		if err != nil {
+			log.Warn("credential broker could not reach a destination", "host", pinresolver.EscapeName(host), "port", port, "error", err)
+		}
+		return c, err
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package proxy
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"lazaret.dev/pkg/broker"
 )
 
 // Event is one log entry of the proxy. It never holds a value or a
@@ -70,12 +72,12 @@ const (
 )
 
 // Proxy terminates TLS for the brokered destinations, rewrites requests as
-// Config.Rewrite decides and forwards them upstream.
+// Rewrite decides and forwards them upstream.
 type Proxy struct {
-	cfg        *Config
+	cfg        *broker.Config
 	log        func(Event)
 	scrub      *scrubber
-	transports map[Destination]*http.Transport
+	transports map[broker.Destination]*http.Transport
 
 	mu      sync.Mutex
 	closed  bool
@@ -84,7 +86,7 @@ type Proxy struct {
 
 // NewProxy validates cfg and returns a proxy for it. cfg must not be
 // changed afterwards.
-func NewProxy(cfg *Config, opts Options) (*Proxy, error) {
+func NewProxy(cfg *broker.Config, opts Options) (*Proxy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -100,12 +102,12 @@ func NewProxy(cfg *Config, opts Options) (*Proxy, error) {
 		dial = defaultDial
 	}
 	p := &Proxy{cfg: cfg, log: opts.Log, scrub: newScrubber(cfg.Credentials),
-		transports: map[Destination]*http.Transport{}, servers: map[*http.Server]struct{}{}}
+		transports: map[broker.Destination]*http.Transport{}, servers: map[*http.Server]struct{}{}}
 	if p.log == nil {
 		p.log = func(Event) {}
 	}
 	for _, d := range cfg.Destinations() {
-		p.transports[d] = newTransport(cfg.rootsFor(d, roots), dial)
+		p.transports[d] = newTransport(rootsFor(cfg, d, roots), dial)
 	}
 	return p, nil
 }
@@ -117,10 +119,10 @@ func defaultDial(ctx context.Context, host string, port uint16) (net.Conn, error
 }
 
 // rootsFor returns roots plus the UpstreamCA of every credential sent to d.
-func (c *Config) rootsFor(d Destination, roots *x509.CertPool) *x509.CertPool {
+func rootsFor(c *broker.Config, d broker.Destination, roots *x509.CertPool) *x509.CertPool {
 	pool := roots.Clone()
 	for i := range c.Credentials {
-		if cr := &c.Credentials[i]; cr.allows(d) && len(cr.UpstreamCA) > 0 {
+		if cr := &c.Credentials[i]; cr.Allows(d) && len(cr.UpstreamCA) > 0 {
 			pool.AppendCertsFromPEM(cr.UpstreamCA)
 		}
 	}
@@ -246,9 +248,9 @@ func (p *Proxy) certificate(sni string, port uint16) (*tls.Certificate, error) {
 	switch {
 	case host == "":
 		reason = "no TLS server name"
-	case p.cfg.holdsPlaceholder(host):
+	case holdsPlaceholder(p.cfg, host):
 		host, reason = "", fmt.Sprintf("TLS server name carrying a placeholder on port %d", port)
-	case !p.cfg.serves(Destination{host, port}):
+	case !p.cfg.Serves(broker.Destination{Host: host, Port: port}):
 		reason = fmt.Sprintf("TLS server name %q is not a brokered destination on port %d", host, port)
 	default:
 		return p.cfg.Authority.Leaf(host)
@@ -259,7 +261,7 @@ func (p *Proxy) certificate(sni string, port uint16) (*tls.Certificate, error) {
 
 // holdsPlaceholder reports whether s holds any credential's placeholder,
 // case-insensitively, so that it is not logged.
-func (c *Config) holdsPlaceholder(s string) bool {
+func holdsPlaceholder(c *broker.Config, s string) bool {
 	s = strings.ToLower(s)
 	for i := range c.Credentials {
 		if strings.Contains(s, strings.ToLower(c.Credentials[i].Placeholder)) {
@@ -272,14 +274,14 @@ func (c *Config) holdsPlaceholder(s string) bool {
 // handler returns the request handler for port.
 func (p *Proxy) handler(port uint16) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		dest := Destination{Host: strings.ToLower(r.TLS.ServerName), Port: port}
+		dest := broker.Destination{Host: strings.ToLower(r.TLS.ServerName), Port: port}
 		if requestHost(r.Host) != dest.Host {
 			p.refuse(w, r, dest, http.StatusMisdirectedRequest, Decision{
 				Reason: fmt.Sprintf("the Host header names another host than the TLS server name %q", dest.Host)})
 			return
 		}
 		before := slices.Clone(r.Header.Values("Authorization"))
-		d := p.cfg.Rewrite(r.Header, r.RequestURI, dest)
+		d := Rewrite(p.cfg, r.Header, r.RequestURI, dest)
 		if d.Refused {
 			p.refuse(w, r, dest, http.StatusForbidden, d)
 			return
@@ -297,7 +299,7 @@ func requestHost(h string) string {
 }
 
 // refuse answers status with the reason and logs the refusal.
-func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, dest Destination, status int, d Decision) {
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, dest broker.Destination, status int, d Decision) {
 	p.log(Event{Time: time.Now(), Kind: KindRefused, Credentials: d.Credentials, Host: dest.Host, Port: dest.Port,
 		Method: r.Method, Status: status, Reason: d.Reason})
 	w.Header().Set("X-Lazaret-Broker", "refused")
@@ -309,7 +311,7 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, dest Destination,
 
 // forward sends r to dest, with the credentials named in substituted
 // already swapped in, and streams the scrubbed response back.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, dest Destination, substituted []string, scrub *scrubber) {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, dest broker.Destination, substituted []string, scrub *scrubber) {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "https"
@@ -336,7 +338,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, dest Destination
 var errEncodedResponse = errors.New("upstream answered a brokered request with an encoded body, which cannot be scrubbed")
 
 // response scrubs an upstream response and logs a brokered request.
-func (p *Proxy) response(res *http.Response, r *http.Request, dest Destination, substituted []string, scrub *scrubber) error {
+func (p *Proxy) response(res *http.Response, r *http.Request, dest broker.Destination, substituted []string, scrub *scrubber) error {
 	encoded := !identityEncoding(res.Header.Get("Content-Encoding"))
 	if len(substituted) > 0 && encoded {
 		return errEncodedResponse
@@ -364,7 +366,7 @@ func identityEncoding(ce string) bool {
 
 // upstreamFailed answers 502 with a plain reason and logs a brokered
 // request's failure.
-func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, dest Destination, substituted []string, err error) {
+func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, dest broker.Destination, substituted []string, err error) {
 	reason := "could not reach " + dest.String()
 	if errors.Is(err, errEncodedResponse) {
 		reason = errEncodedResponse.Error()
@@ -378,3 +380,9 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, dest Dest
 	w.WriteHeader(http.StatusBadGateway)
 	io.WriteString(w, "lazaret credential broker: "+reason+"\n")
 }
+
+// Errors of Serve.
+var (
+	ErrNotServedPort = errors.New("port is not a destination port of the configuration")
+	ErrClosed        = errors.New("broker proxy is closed")
+)

@@ -1,4 +1,4 @@
-package broker
+package proxy
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"lazaret.dev/pkg/broker"
 )
 
 // scrubber swaps real values back for placeholders: in response headers and
@@ -18,7 +20,7 @@ type scrubber struct {
 }
 
 // newScrubber returns a scrubber for the credentials' values.
-func newScrubber(creds []Credential) *scrubber {
+func newScrubber(creds []broker.Credential) *scrubber {
 	s := &scrubber{}
 	for _, c := range creds {
 		s.olds = append(s.olds, []byte(c.Value))

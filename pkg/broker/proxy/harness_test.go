@@ -1,4 +1,4 @@
-package broker
+package proxy
 
 import (
 	"context"
@@ -11,12 +11,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"lazaret.dev/pkg/broker"
 )
 
 // harness is a proxy in front of one local TLS upstream that answers for
 // every brokered host.
 type harness struct {
-	cfg       *Config
+	cfg       *broker.Config
 	upstream  *httptest.Server
 	proxyAddr string
 	proxy     *Proxy
@@ -26,12 +28,12 @@ type harness struct {
 }
 
 // startHarness starts an upstream serving handler, trusted only through
-// Credential.UpstreamCA, and a proxy on loopback serving port 443 that dials
+// broker.Credential.UpstreamCA, and a proxy on loopback serving port 443 that dials
 // every destination at the upstream.
 func startHarness(tb testing.TB, handler http.Handler) *harness {
 	tb.Helper()
 	h := &harness{cfg: testConfig(tb)}
-	upCA, err := NewAuthority("upstream", fixtureHosts, time.Now(), rand.Reader)
+	upCA, err := broker.NewAuthority("upstream", fixtureHosts, time.Now(), rand.Reader)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package broker
+package proxy
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"lazaret.dev/pkg/broker"
 )
 
 // chunkReader returns at most the next size bytes per Read, sizes drawn at
@@ -29,7 +31,7 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 
 // scrubInput builds a body holding the values, their prefixes and
 // near-misses, in many alignments.
-func scrubInput(c *Config, rnd *rand.Rand) string {
+func scrubInput(c *broker.Config, rnd *rand.Rand) string {
 	var b strings.Builder
 	for range 200 {
 		v := c.Credentials[rnd.IntN(len(c.Credentials))].Value

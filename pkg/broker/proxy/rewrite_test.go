@@ -1,4 +1,4 @@
-package broker
+package proxy
 
 import (
 	"encoding/base64"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"lazaret.dev/pkg/broker"
 )
 
 // basic returns a Basic authorization value for user and password.
@@ -20,13 +22,13 @@ func TestRewriteSubstitutes(t *testing.T) {
 	tests := []struct {
 		name      string
 		header    http.Header
-		dest      Destination
+		dest      broker.Destination
 		field     string
 		want      string
 		wantNames []string
 	}{
 		{"header", http.Header{"X-Api-Key": {ant.Placeholder}}, anthropicDest, "X-Api-Key", ant.Value, []string{ant.Name}},
-		{"header second destination", http.Header{"X-Api-Key": {ant.Placeholder}}, Destination{anthropicDest.Host, 8443}, "X-Api-Key", ant.Value, []string{ant.Name}},
+		{"header second destination", http.Header{"X-Api-Key": {ant.Placeholder}}, broker.Destination{Host: anthropicDest.Host, Port: 8443}, "X-Api-Key", ant.Value, []string{ant.Name}},
 		{"header lowercase key", http.Header{"x-api-key": {ant.Placeholder}}, anthropicDest, "x-api-key", ant.Value, []string{ant.Name}},
 		{"bearer", http.Header{"Authorization": {"Bearer " + oai.Placeholder}}, openaiDest, "Authorization", "Bearer " + oai.Value, []string{oai.Name}},
 		{"bearer lowercase word", http.Header{"Authorization": {"bearer " + oai.Placeholder}}, openaiDest, "Authorization", "bearer " + oai.Value, []string{oai.Name}},
@@ -37,7 +39,7 @@ func TestRewriteSubstitutes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := c.Rewrite(tt.header, "/v1/messages?beta=true", tt.dest)
+			d := Rewrite(c, tt.header, "/v1/messages?beta=true", tt.dest)
 			if d.Refused {
 				t.Fatalf("refused: %s", d.Reason)
 			}
@@ -58,7 +60,7 @@ func TestRewriteTwoCredentials(t *testing.T) {
 	c.Credentials[1].Destinations = append(c.Credentials[1].Destinations, anthropicDest)
 	oai := cred(c, "OPENAI_API_KEY")
 	h := http.Header{"X-Api-Key": {ant.Placeholder}, "Authorization": {"Bearer " + oai.Placeholder}, "Accept": {"*/*"}}
-	d := c.Rewrite(h, "/", anthropicDest)
+	d := Rewrite(c, h, "/", anthropicDest)
 	if d.Refused {
 		t.Fatalf("refused: %s", d.Reason)
 	}
@@ -77,13 +79,13 @@ func TestRewriteRefuses(t *testing.T) {
 		name   string
 		header http.Header
 		target string
-		dest   Destination
+		dest   broker.Destination
 		names  []string
 		reason string
 	}{
 		{"wrong destination", http.Header{"X-Api-Key": {ant.Placeholder}}, "/", otherDest, []string{ant.Name},
 			"placeholder of ANTHROPIC_API_KEY sent to other.example:443, which is not one of its destinations (api.anthropic.example:443, api.anthropic.example:8443)"},
-		{"wrong port", http.Header{"Authorization": {"Bearer " + oai.Placeholder}}, "/", Destination{openaiDest.Host, 8443}, []string{oai.Name},
+		{"wrong port", http.Header{"Authorization": {"Bearer " + oai.Placeholder}}, "/", broker.Destination{Host: openaiDest.Host, Port: 8443}, []string{oai.Name},
 			"placeholder of OPENAI_API_KEY sent to api.openai.example:8443, which is not one of its destinations (api.openai.example:443)"},
 		{"wrong header", http.Header{"X-Goog-Api-Key": {ant.Placeholder}}, "/", anthropicDest, []string{ant.Name},
 			"placeholder of ANTHROPIC_API_KEY in header x-goog-api-key; it belongs only in header x-api-key"},
@@ -132,7 +134,7 @@ func TestRewriteRefuses(t *testing.T) {
 			if h == nil {
 				h = http.Header{}
 			}
-			d := c.Rewrite(h, tt.target, tt.dest)
+			d := Rewrite(c, h, tt.target, tt.dest)
 			if !d.Refused {
 				t.Fatalf("not refused; header %v", h)
 			}

@@ -1,4 +1,4 @@
-package broker
+package proxy
 
 import (
 	"encoding/base64"
@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"lazaret.dev/pkg/broker"
 )
 
 // Decision is the outcome of Rewrite.
@@ -26,7 +28,7 @@ type Decision struct {
 // for its real value in h. dest is where the request is going. The rules are
 // the package's contract; see the package documentation. On refusal h is left
 // as it was, except that fields holding CR, LF or NUL are removed.
-func (c *Config) Rewrite(h http.Header, target string, dest Destination) Decision {
+func Rewrite(c *broker.Config, h http.Header, target string, dest broker.Destination) Decision {
 	r := rewriter{cfg: c, dest: dest, h: h}
 	names := r.scanNames()
 	r.scanTarget(target)
@@ -38,8 +40,8 @@ func (c *Config) Rewrite(h http.Header, target string, dest Destination) Decisio
 
 // rewriter accumulates the findings of one Rewrite.
 type rewriter struct {
-	cfg     *Config
-	dest    Destination
+	cfg     *broker.Config
+	dest    broker.Destination
 	h       http.Header
 	fields  map[string][]fieldValue // by lowercase field name
 	refused []string                // credential names
@@ -120,11 +122,11 @@ func (r *rewriter) scanTarget(target string) {
 		if !slices.ContainsFunc(forms, func(s string) bool { return strings.Contains(s, cr.Placeholder) }) {
 			continue
 		}
-		if !cr.allows(r.dest) {
+		if !cr.Allows(r.dest) {
 			r.refuseDestination(cr)
 			continue
 		}
-		r.refuse(cr.Name, fmt.Sprintf("placeholder of %s in the request target; it belongs only in header %s", cr.Name, cr.field()))
+		r.refuse(cr.Name, fmt.Sprintf("placeholder of %s in the request target; it belongs only in header %s", cr.Name, cr.Field()))
 	}
 }
 
@@ -165,12 +167,12 @@ func percentDecode(s string) string {
 
 // isHex reports whether c is a hexadecimal digit.
 func isHex(c byte) bool {
-	return classOf(c) == '0' || (c|0x20) >= 'a' && (c|0x20) <= 'f'
+	return broker.CharClass(c) == '0' || (c|0x20) >= 'a' && (c|0x20) <= 'f'
 }
 
 // unhex returns the value of the hexadecimal digit c.
 func unhex(c byte) byte {
-	if classOf(c) == '0' {
+	if broker.CharClass(c) == '0' {
 		return c - '0'
 	}
 	return (c | 0x20) - 'a' + 10
@@ -185,10 +187,10 @@ func (r *rewriter) scanField(name string, vals []fieldValue) {
 			continue
 		}
 		switch {
-		case !cr.allows(r.dest):
+		case !cr.Allows(r.dest):
 			r.refuseDestination(cr)
-		case name != cr.field():
-			r.refuse(cr.Name, fmt.Sprintf("placeholder of %s in header %s; it belongs only in header %s", cr.Name, name, cr.field()))
+		case name != cr.Field():
+			r.refuse(cr.Name, fmt.Sprintf("placeholder of %s in header %s; it belongs only in header %s", cr.Name, name, cr.Field()))
 		case len(vals) > 1:
 			r.refuse(cr.Name, fmt.Sprintf("header %s is given %d times with a placeholder of %s; it must be given once", name, len(vals), cr.Name))
 		default:
@@ -200,7 +202,7 @@ func (r *rewriter) scanField(name string, vals []fieldValue) {
 // occurs reports whether cr's placeholder occurs in the value fv of field
 // name, raw or, for Authorization and Proxy-Authorization in the Basic form,
 // base64-decoded.
-func (r *rewriter) occurs(cr *Credential, name string, fv fieldValue) bool {
+func (r *rewriter) occurs(cr *broker.Credential, name string, fv fieldValue) bool {
 	v := r.h[fv.key][fv.index]
 	if strings.Contains(v, cr.Placeholder) {
 		return true
@@ -228,11 +230,11 @@ func decodeBasic(v string) (string, bool) {
 
 // substitute plans the swap of cr's placeholder in fv, or refuses if the
 // value is not exactly in cr's scheme's form.
-func (r *rewriter) substitute(cr *Credential, fv fieldValue) {
+func (r *rewriter) substitute(cr *broker.Credential, fv fieldValue) {
 	v := r.h[fv.key][fv.index]
-	nv, ok := cr.swap(v)
+	nv, ok := swap(cr, v)
 	if !ok {
-		r.refuse(cr.Name, fmt.Sprintf("placeholder of %s in header %s is not of the form %s", cr.Name, cr.field(), cr.form()))
+		r.refuse(cr.Name, fmt.Sprintf("placeholder of %s in header %s is not of the form %s", cr.Name, cr.Field(), form(cr)))
 		return
 	}
 	r.edits = append(r.edits, edit{at: fv, value: nv, name: cr.Name})
@@ -240,25 +242,25 @@ func (r *rewriter) substitute(cr *Credential, fv fieldValue) {
 
 // swap returns v with the placeholder replaced by the value, if v has
 // exactly the form of c's scheme.
-func (c *Credential) swap(v string) (string, bool) {
+func swap(c *broker.Credential, v string) (string, bool) {
 	switch c.Scheme {
-	case SchemeHeader:
+	case broker.SchemeHeader:
 		return c.Value, v == c.Placeholder
-	case SchemeBearer:
+	case broker.SchemeBearer:
 		const word = "Bearer "
 		if len(v) != len(word)+len(c.Placeholder) || !strings.EqualFold(v[:len(word)], word) || v[len(word):] != c.Placeholder {
 			return "", false
 		}
 		return v[:len(word)] + c.Value, true
-	case SchemeBasic:
-		return c.swapBasic(v)
+	case broker.SchemeBasic:
+		return swapBasic(c, v)
 	}
 	return "", false
 }
 
-// swapBasic is swap for SchemeBasic: v must be "Basic <base64>" with one
+// swapBasic is swap for broker.SchemeBasic: v must be "Basic <base64>" with one
 // space, decoding to "<user>:<placeholder>" where user holds no placeholder.
-func (c *Credential) swapBasic(v string) (string, bool) {
+func swapBasic(c *broker.Credential, v string) (string, bool) {
 	d, ok := decodeBasic(v)
 	if !ok || strings.Contains(v, c.Placeholder) || v[6] == ' ' || strings.HasSuffix(v, " ") {
 		return "", false
@@ -271,20 +273,20 @@ func (c *Credential) swapBasic(v string) (string, bool) {
 }
 
 // form describes the form c's scheme requires, for refusal reasons.
-func (c *Credential) form() string {
+func form(c *broker.Credential) string {
 	switch c.Scheme {
-	case SchemeBearer:
+	case broker.SchemeBearer:
 		return `"Bearer <placeholder>"`
-	case SchemeBasic:
+	case broker.SchemeBasic:
 		return `"Basic base64(<user>:<placeholder>)"`
 	}
 	return "<placeholder> alone"
 }
 
 // refuseDestination refuses cr's placeholder on its way to r.dest.
-func (r *rewriter) refuseDestination(cr *Credential) {
+func (r *rewriter) refuseDestination(cr *broker.Credential) {
 	r.refuse(cr.Name, fmt.Sprintf("placeholder of %s sent to %s, which is not one of its destinations (%s)",
-		cr.Name, r.dest, cr.destinationList()))
+		cr.Name, r.dest, cr.DestinationList()))
 }
 
 // refuse records a refusal involving the credential name (if any).
