@@ -29,6 +29,9 @@ const (
 var (
 	brokerAPI   = netlab.DynamicName(netlab.APIHost, 60)
 	brokerOther = netlab.DynamicName(netlab.OtherHost, 60)
+	// brokerPrivate is brokered too, but its name answers a private
+	// address (10.1.2.3), which the broker must not dial.
+	brokerPrivate = netlab.DynamicName(netlab.InternetPrivate[0], 60)
 )
 
 // brokerConfig is namesConfig with two credentials of one real value
@@ -52,7 +55,7 @@ API_KEY = "env:%s"
 GIT_TOKEN = "env:%s"
 [[profiles.%s.credentials]]
 env = "API_KEY"
-hosts = [%q]
+hosts = [%q, %q]
 port = %d
 scheme = "header"
 header = "x-api-key"
@@ -68,7 +71,7 @@ denied = [{ address = "198.19.0.1", port = 443 }]
 hosts = [{ name = %q, port = %d }]
 `, e.storage, testProfile, clientImage, netlab.DynamicSuffix, netlab.InternetResolver,
 		testProfile, brokerHostVar, brokerHostVar,
-		testProfile, brokerAPI, netlab.TLSPort, upstreamCA,
+		testProfile, brokerAPI, brokerPrivate, netlab.TLSPort, upstreamCA,
 		testProfile, brokerAPI, netlab.TLSPort, upstreamCA,
 		testProfile, brokerAPI, netlab.TLSPort)
 }
@@ -247,6 +250,18 @@ func TestServeEndToEndCredentialBroker(t *testing.T) {
 		out, errs, x := sh(t, curl+"-D - -H \"x-api-key: $API_KEY\" "+api+"/echo-secret")
 		if x != 0 || strings.Contains(out, netlab.BrokerSecret) || !strings.Contains(out, placeholder) {
 			t.Fatalf("stdout %q stderr %q exit %d", out, errs, x)
+		}
+	})
+	t.Run("a brokered name that answers a private address is not dialled", func(t *testing.T) {
+		// DNS rebinding aimed at the broker: the name is brokered, but
+		// the broker resolves it itself and admits its addresses like
+		// learned ones, so the real value never goes to 10.1.2.3.
+		out, errs, x := sh(t, curl+"-D - -H \"x-api-key: $API_KEY\" "+fmt.Sprintf("https://%s:%d", brokerPrivate, netlab.TLSPort)+"/check")
+		if x != 0 || !strings.Contains(out, " 502") || !strings.Contains(strings.ToLower(out), "x-lazaret-broker: upstream-failed") {
+			t.Fatalf("stdout %q stderr %q exit %d", out, errs, x)
+		}
+		if log := e.log(t); !strings.Contains(log, "credential broker could not reach a destination") || !strings.Contains(log, "10.1.2.3") {
+			t.Fatalf("the coordinator log does not say why:\n%s", log)
 		}
 	})
 	t.Run("git clone over HTTPS with the placeholder as password", func(t *testing.T) {
