@@ -83,7 +83,9 @@ func serve(ctx context.Context, log *slog.Logger, channel *netsidecar.Channel, p
 	if err != nil {
 		svc.Close()
 		brk.Close()
-		path.Close()
+		if path != nil {
+			path.Close()
+		}
 		return nil, nil, nil, err
 	}
 	return path, svc, brk, nil
