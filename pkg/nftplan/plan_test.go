@@ -582,6 +582,31 @@ func TestPinnedCannotReopenDenied(t *testing.T) {
 // TestPinningResolverInput: with names, the input chain accepts DNS from
 // the sandbox to the pinning resolver's address only, and still denies
 // every other packet from the sandbox.
+// inputCase is a packet from the sandbox to daddr and the input chain's
+// verdict on it.
+type inputCase struct {
+	daddr string
+	proto uint8
+	dport uint16
+	want  expr.VerdictKind
+}
+
+// checkInput runs each case's NEW packet from the sandbox through plan's
+// input chain.
+func checkInput(t *testing.T, plan *Plan, cfg Config, cases []inputCase) {
+	t.Helper()
+	sim := newSimulator(t, plan)
+	for _, tc := range cases {
+		got := sim.verdict(nftables.TableFamilyIPv4, ChainInput, packet{
+			iif: cfg.SandboxInterface, saddr: netip.MustParseAddr("10.255.255.2"), daddr: netip.MustParseAddr(tc.daddr),
+			proto: tc.proto, dport: tc.dport, ctState: expr.CtStateBitNEW,
+		})
+		if got != tc.want {
+			t.Errorf("input %s %d/%d: %v, want %v", tc.daddr, tc.dport, tc.proto, got, tc.want)
+		}
+	}
+}
+
 func TestPinningResolverInput(t *testing.T) {
 	pol := examplePolicy(t)
 	pol.SchemaID = netpolicy.PolicySchemaIDV2
@@ -596,27 +621,13 @@ func TestPinningResolverInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := newSimulator(t, plan)
-	for _, tc := range []struct {
-		daddr string
-		proto uint8
-		dport uint16
-		want  expr.VerdictKind
-	}{
+	checkInput(t, plan, cfg, []inputCase{
 		{"10.255.255.1", unix.IPPROTO_UDP, 53, expr.VerdictAccept},
 		{"10.255.255.1", unix.IPPROTO_TCP, 53, expr.VerdictAccept},
 		{"10.255.255.1", unix.IPPROTO_TCP, 22, expr.VerdictDrop},
 		{"10.255.255.1", unix.IPPROTO_UDP, 54, expr.VerdictDrop},
 		{"10.0.2.100", unix.IPPROTO_UDP, 53, expr.VerdictDrop},
-	} {
-		got := sim.verdict(nftables.TableFamilyIPv4, ChainInput, packet{
-			iif: cfg.SandboxInterface, saddr: netip.MustParseAddr("10.255.255.2"), daddr: netip.MustParseAddr(tc.daddr),
-			proto: tc.proto, dport: tc.dport, ctState: expr.CtStateBitNEW,
-		})
-		if got != tc.want {
-			t.Errorf("input %s %d/%d: %v, want %v", tc.daddr, tc.dport, tc.proto, got, tc.want)
-		}
-	}
+	})
 	v1, err := New(examplePolicy(t), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -646,28 +657,16 @@ func TestBrokerInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := newSimulator(t, plan)
-	for _, tc := range []struct {
-		daddr string
-		proto uint8
-		dport uint16
-		want  expr.VerdictKind
-	}{
+	checkInput(t, plan, cfg, []inputCase{
 		{"10.255.255.1", unix.IPPROTO_TCP, 443, expr.VerdictAccept},
 		{"10.255.255.1", unix.IPPROTO_TCP, 8443, expr.VerdictAccept},
 		{"10.255.255.1", unix.IPPROTO_UDP, 443, expr.VerdictDrop},
 		{"10.255.255.1", unix.IPPROTO_TCP, 444, expr.VerdictDrop},
 		{"10.255.255.1", unix.IPPROTO_TCP, 80, expr.VerdictDrop},
 		{"10.0.2.100", unix.IPPROTO_TCP, 443, expr.VerdictDrop},
-	} {
-		got := sim.verdict(nftables.TableFamilyIPv4, ChainInput, packet{
-			iif: cfg.SandboxInterface, saddr: netip.MustParseAddr("10.255.255.2"), daddr: netip.MustParseAddr(tc.daddr),
-			proto: tc.proto, dport: tc.dport, ctState: expr.CtStateBitNEW,
-		})
-		if got != tc.want {
-			t.Errorf("input %s %d/%d: %v, want %v", tc.daddr, tc.dport, tc.proto, got, tc.want)
-		}
-	}
+		// DNS to the pinning resolver still passes.
+		{"10.255.255.1", unix.IPPROTO_UDP, 53, expr.VerdictAccept},
+	})
 }
 
 // TestRelayInput: with the relay addresses, the input chain accepts from

@@ -109,20 +109,7 @@ func clientImageTree(t *testing.T, storage string) {
 			t.Fatal(err)
 		}
 	}
-	install(bb, "bin/busybox", 0o755)
-	list, err := exec.Command(bb, "--list-full").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, applet := range strings.Fields(string(list)) {
-		if applet == "bin/busybox" {
-			continue
-		}
-		os.Remove(filepath.Join(tree, applet))
-		if err := os.Symlink("/bin/busybox", filepath.Join(tree, applet)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	installBusybox(t, bb, tree)
 	bins := map[string]string{curl: "usr/bin/curl", git: "usr/bin/git", remote: "usr/lib/git-core/git-remote-https"}
 	libs := map[string]bool{}
 	for src, dst := range bins {

@@ -137,6 +137,16 @@ func busyboxImage(t testing.TB, storage string) {
 		}
 	}
 	os.Chmod(filepath.Join(tree, "tmp"), 0o1777)
+	installBusybox(t, bb, tree)
+	os.WriteFile(filepath.Join(tree, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
+	os.WriteFile(filepath.Join(tree, "etc/group"), []byte("root:x:0:\n"), 0o644)
+	storeTreeImage(t, tree, storage, testImage)
+}
+
+// installBusybox copies the busybox bb to tree/bin/busybox and links
+// every applet to it.
+func installBusybox(t testing.TB, bb, tree string) {
+	t.Helper()
 	data, err := os.ReadFile(bb)
 	if err != nil {
 		t.Fatal(err)
@@ -157,9 +167,6 @@ func busyboxImage(t testing.TB, storage string) {
 			t.Fatal(err)
 		}
 	}
-	os.WriteFile(filepath.Join(tree, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
-	os.WriteFile(filepath.Join(tree, "etc/group"), []byte("root:x:0:\n"), 0o644)
-	storeTreeImage(t, tree, storage, testImage)
 }
 
 // storeTreeImage stores the directory tree as the one-layer image ref,
