@@ -17,7 +17,6 @@ var (
 	ErrNotRefused       = errors.New("not refused by the enforcement path")
 	ErrNotProbeable     = errors.New("a TCP SYN to it never reaches the enforcement path")
 	ErrNotResolved      = errors.New("not resolved through its resolver")
-	ErrDNSResponse      = errors.New("malformed DNS response")
 	ErrNotIPv4          = errors.New("address is not IPv4")
 )
 

@@ -2,8 +2,6 @@ package netpath
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -12,13 +10,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
-
-	"golang.org/x/net/dns/dnsmessage"
 
 	"lazaret.dev/pkg/netpolicy"
 	"lazaret.dev/pkg/nftplan"
+	"lazaret.dev/pkg/readyprobe"
 )
 
 // ProbeConfig bounds the readiness probes. None of the bounds is part of a
@@ -60,43 +56,17 @@ const DeniedProbePortBase = 20000
 // maxDeniedProbes keeps the probe ports below the ephemeral range.
 const maxDeniedProbes = 32768 - DeniedProbePortBase
 
-// Outcome is what a TCP connect attempt from the sandbox side showed.
-type Outcome uint8
+// Outcome is what a TCP connect attempt from the sandbox side showed
+// (readyprobe.Outcome, shared with the in-pod prober).
+type Outcome = readyprobe.Outcome
 
+// The outcomes of a connect attempt.
 const (
-	// Connected: the handshake completed.
-	Connected Outcome = iota
-	// Refused: a reset answered the SYN. For a connect that no probe rule
-	// matches (every permitted probe), the enforcement path never sends a
-	// reset, so a host behind the path answered. For a denied probe, the
-	// reset is its probe rule's, which the rule's counter shows.
-	Refused
-	// TimedOut: nothing answered within the timeout.
-	TimedOut
-	// NoRoute: the kernel of the sandbox namespace had no way to send the
-	// SYN (network or host unreachable, or refused locally).
-	NoRoute
+	Connected = readyprobe.Connected
+	Refused   = readyprobe.Refused
+	TimedOut  = readyprobe.TimedOut
+	NoRoute   = readyprobe.NoRoute
 )
-
-func (o Outcome) String() string {
-	switch o {
-	case Connected:
-		return "connected"
-	case Refused:
-		return "refused by a reset"
-	case TimedOut:
-		return "timed out"
-	case NoRoute:
-		return "no route"
-	}
-	return fmt.Sprintf("Outcome(%d)", uint8(o))
-}
-
-// Reachable is the permitted probe's definition: a target is reachable
-// when a host behind the path answered, by completing the handshake or by
-// refusing it. It holds for a connect that no probe rule matches (see
-// Refused); a denied target is judged by DeniedEvidence instead.
-func (o Outcome) Reachable() bool { return o == Connected || o == Refused }
 
 // Connect attempts one TCP connection to dst from inside the network
 // namespace ns and classifies the result. Errors other than the four
@@ -120,19 +90,8 @@ func connect(ctx context.Context, ns *os.File, src, dst netip.AddrPort, timeout 
 			out = Connected
 			return nil
 		}
-		var ne net.Error
-		switch {
-		case errors.Is(err, syscall.ECONNREFUSED):
-			out = Refused
-		case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH),
-			errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
-			out = NoRoute
-		case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			out = TimedOut
-		default:
+		out, err = readyprobe.Classify(ctx, err)
+		if err != nil {
 			return fmt.Errorf("connecting to %v: %w", dst, err)
 		}
 		return nil
@@ -163,151 +122,28 @@ func resolve(ctx context.Context, ns *os.File, resolver netip.Addr, name string,
 		return nil, NoAnswer, fmt.Errorf("opening DNS socket to %v: %w", resolver, err)
 	}
 	defer conn.Close()
-	buf := make([]byte, 1500)
-	// Every attempt sends the same query, so an answer to an earlier send
-	// that arrives late still matches.
-	id, query, err := EncodeQuery(name)
-	if err != nil {
-		return nil, NoAnswer, err
-	}
-	for range max(cfg.DNSAttempts, 1) {
-		if _, err := conn.Write(query); err != nil {
-			if errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ECONNREFUSED) {
-				return nil, NoAnswer, nil
-			}
-			return nil, NoAnswer, fmt.Errorf("sending DNS query to %v: %w", resolver, err)
-		}
-		deadline := time.Now().Add(cfg.DNSTimeout)
-		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-			deadline = d
-		}
-		conn.SetReadDeadline(deadline)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.ECONNREFUSED) {
-					break
-				}
-				return nil, NoAnswer, fmt.Errorf("reading DNS answer from %v: %w", resolver, err)
-			}
-			addrs, rc, match, err := decodeAnswer(buf[:n], id, name)
-			if err != nil {
-				return nil, NoAnswer, fmt.Errorf("DNS answer from %v for %q: %w", resolver, name, err)
-			}
-			if match {
-				return addrs, rc, nil
-			}
-		}
-		if ctx.Err() != nil {
-			return nil, NoAnswer, ctx.Err()
-		}
-	}
-	return nil, NoAnswer, nil
+	return readyprobe.Exchange(ctx, conn, name, cfg.DNSTimeout, cfg.DNSAttempts)
 }
 
-// Answer is how a DNS query was answered.
-type Answer uint8
+// Answer is how a DNS query was answered (readyprobe.Answer).
+type Answer = readyprobe.Answer
 
+// The ways a DNS query can be answered.
 const (
-	// NoAnswer: no matching answer arrived.
-	NoAnswer Answer = iota
-	// AnswerSuccess: RCODE NOERROR (with or without addresses).
-	AnswerSuccess
-	// AnswerRefused: RCODE REFUSED.
-	AnswerRefused
-	// AnswerOther: any other RCODE.
-	AnswerOther
+	NoAnswer      = readyprobe.NoAnswer
+	AnswerSuccess = readyprobe.AnswerSuccess
+	AnswerRefused = readyprobe.AnswerRefused
+	AnswerOther   = readyprobe.AnswerOther
 )
 
-func fqdn(name string) string {
-	if strings.HasSuffix(name, ".") {
-		return name
-	}
-	return name + "."
-}
-
 // EncodeQuery builds a recursive query for the A records of name with a
-// random ID.
-func EncodeQuery(name string) (uint16, []byte, error) {
-	n, err := dnsmessage.NewName(fqdn(name))
-	if err != nil {
-		return 0, nil, fmt.Errorf("DNS query name %q: %w", name, err)
-	}
-	var idb [2]byte
-	if _, err := rand.Read(idb[:]); err != nil {
-		return 0, nil, fmt.Errorf("DNS query ID: %w", err)
-	}
-	id := binary.BigEndian.Uint16(idb[:])
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
-	if err := b.StartQuestions(); err != nil {
-		return 0, nil, err
-	}
-	if err := b.Question(dnsmessage.Question{Name: n, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}); err != nil {
-		return 0, nil, fmt.Errorf("DNS query name %q: %w", name, err)
-	}
-	msg, err := b.Finish()
-	return id, msg, err
-}
+// random ID (readyprobe.EncodeQuery).
+func EncodeQuery(name string) (uint16, []byte, error) { return readyprobe.EncodeQuery(name) }
 
-// DecodeAnswer parses a DNS response. match is false for a message that
-// answers another query (different ID or question), which the caller
-// ignores. For a matching response it returns the A records of the answer
-// section, sorted and distinct; an error code other than success yields
-// no addresses.
+// DecodeAnswer parses a DNS response (readyprobe.DecodeAnswer).
 func DecodeAnswer(msg []byte, id uint16, name string) (addrs []netip.Addr, match bool, err error) {
-	addrs, _, match, err = decodeAnswer(msg, id, name)
+	addrs, _, match, err = readyprobe.DecodeAnswer(msg, id, name)
 	return addrs, match, err
-}
-
-func decodeAnswer(msg []byte, id uint16, name string) (addrs []netip.Addr, rcode Answer, match bool, err error) {
-	var p dnsmessage.Parser
-	h, err := p.Start(msg)
-	if err != nil {
-		return nil, NoAnswer, false, fmt.Errorf("%w: header: %v", ErrDNSResponse, err)
-	}
-	if h.ID != id || !h.Response {
-		return nil, NoAnswer, false, nil
-	}
-	q, err := p.Question()
-	if err != nil {
-		return nil, NoAnswer, false, fmt.Errorf("%w: question: %v", ErrDNSResponse, err)
-	}
-	if !strings.EqualFold(q.Name.String(), fqdn(name)) || q.Type != dnsmessage.TypeA || q.Class != dnsmessage.ClassINET {
-		return nil, NoAnswer, false, nil
-	}
-	if err := p.SkipAllQuestions(); err != nil {
-		return nil, NoAnswer, false, fmt.Errorf("%w: questions: %v", ErrDNSResponse, err)
-	}
-	switch h.RCode {
-	case dnsmessage.RCodeSuccess:
-	case dnsmessage.RCodeRefused:
-		return nil, AnswerRefused, true, nil
-	default:
-		return nil, AnswerOther, true, nil
-	}
-	for {
-		ah, err := p.AnswerHeader()
-		if errors.Is(err, dnsmessage.ErrSectionDone) {
-			break
-		}
-		if err != nil {
-			return nil, NoAnswer, false, fmt.Errorf("%w: answer: %v", ErrDNSResponse, err)
-		}
-		if ah.Type != dnsmessage.TypeA || ah.Class != dnsmessage.ClassINET {
-			if err := p.SkipAnswer(); err != nil {
-				return nil, NoAnswer, false, fmt.Errorf("%w: answer: %v", ErrDNSResponse, err)
-			}
-			continue
-		}
-		r, err := p.AResource()
-		if err != nil {
-			return nil, NoAnswer, false, fmt.Errorf("%w: A record: %v", ErrDNSResponse, err)
-		}
-		addrs = append(addrs, netip.AddrFrom4(r.A))
-	}
-	slices.SortFunc(addrs, netip.Addr.Compare)
-	return slices.Compact(addrs), AnswerSuccess, true, nil
 }
 
 // DeniedEvidence is what the probe of one denied target observed.
