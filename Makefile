@@ -13,6 +13,11 @@
 #                         (install-lazaret-cli also its shell completions
 #                         and man pages)
 #   make tla              check the lifecycle model exhaustively (Go checker)
+#   make prober-image     the readiness prober image of `kube render`, as a
+#                         docker-archive tar in bin/lazaret-prober.tar
+#   make kube-bin         build the pinned kube-apiserver and etcd (cached
+#                         in $(KUBE_BIN))
+#   make kube-validate    validate `kube render` output on a real API server
 #
 # Install layout: lazaret-cli in $(BINDIR); the helpers it starts in
 # $(LIBEXECDIR)/lazaret, where lazaret-cli finds them (see pkg/locate);
@@ -46,7 +51,7 @@ BUILDENV := CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 # Markdown parser's tables were built at every start of the CLI.
 BUILDFLAGS := -trimpath -tags urfave_cli_no_docs -ldflags '$(LDFLAGS)'
 
-.PHONY: runsc install-runsc bench-runsc all build $(addprefix bin/,$(BINARIES)) bin/$(CLI)-docs bin/testinternet bin/tracecheck test test-root test-user e2e check vet \
+.PHONY: prober-image kube-bin kube-validate runsc install-runsc bench-runsc all build $(addprefix bin/,$(BINARIES)) bin/$(CLI)-docs bin/testinternet bin/tracecheck test test-root test-user e2e check vet \
 	bench fuzz-smoke install $(addprefix install-,$(BINARIES)) clean tla
 
 all: build
@@ -71,7 +76,8 @@ bin/testinternet:
 
 vet:
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
-	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	cd kubetest && GOWORK=off $(GO) vet ./...
+	@out=$$(gofmt -l $(MODULES) kubetest); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 test:
 	@for m in $(MODULES); do (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
@@ -98,7 +104,42 @@ e2e: build runsc
 check: vet build runsc
 	@if [ "$$LAZARET_TEST_ROOT" = 1 ]; then $(MAKE) --no-print-directory test-root; else $(MAKE) --no-print-directory test; fi
 	$(MAKE) --no-print-directory e2e
+	$(MAKE) --no-print-directory kube-validate
 	$(MAKE) --no-print-directory fuzz-smoke
+
+# The Kubernetes API server and etcd that validate `kube render`, built
+# from the pinned module kubetest/apiserver (about ten minutes on two
+# cores) and cached under $(KUBE_CACHE) by the hash of its go.sum, so a
+# version change builds anew and nothing else does.
+KUBE_CACHE ?= $(HOME)/.cache/lazaret/kube
+KUBE_BIN   ?= $(KUBE_CACHE)/$(shell sha256sum kubetest/apiserver/go.sum | cut -c1-16)
+
+kube-bin: $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/etcd
+
+$(KUBE_BIN)/kube-apiserver:
+	@mkdir -p $(KUBE_BIN)
+	cd kubetest/apiserver && CGO_ENABLED=0 GOWORK=off $(GO) build -trimpath -ldflags '-s -w' -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver && mv $@.tmp $@
+
+$(KUBE_BIN)/etcd:
+	@mkdir -p $(KUBE_BIN)
+	cd kubetest/apiserver && CGO_ENABLED=0 GOWORK=off $(GO) build -trimpath -ldflags '-s -w' -o $@.tmp go.etcd.io/etcd/server/v3 && mv $@.tmp $@
+
+# LAZARET_TEST_KUBE=1: missing binaries fail the suite instead of
+# skipping it.
+kube-validate: kube-bin bin/$(CLI)
+	cd kubetest && GOWORK=off LAZARET_KUBE_BIN=$(KUBE_BIN) LAZARET_E2E_BIN=$(CURDIR)/bin LAZARET_TEST_KUBE=1 $(GO) test -count=1 ./...
+
+# The readiness prober of a rendered Sandbox: lazaret-guest alone, as
+# 65534, in a one-layer image; `kube render --prober-image` names where
+# the cluster pulls it from (load it with docker load, kind load
+# image-archive, or push it with skopeo or crane).
+PROBER_TAG ?= localhost/lazaret-prober:1
+prober-image: bin/lazaret-guest bin/$(CLI)
+	rm -rf bin/prober-root && mkdir -p bin/prober-root
+	cp bin/lazaret-guest bin/prober-root/lazaret-guest
+	bin/$(CLI) image build-dir --tag $(PROBER_TAG) --entrypoint '["/lazaret-guest","readiness"]' \
+		--user 65534:65534 --source-date-epoch 0 --output bin/lazaret-prober.tar bin/prober-root
+	rm -rf bin/prober-root
 
 bench:
 	@for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem ./...) || exit 1; done

@@ -25,6 +25,7 @@ import (
 	"lazaret.dev/lazaret-guest/internal/guest"
 	"lazaret.dev/pkg/buildinfo"
 	"lazaret.dev/pkg/mailbox"
+	"lazaret.dev/pkg/readyprobe"
 )
 
 const name = "lazaret-guest"
@@ -36,6 +37,8 @@ const usage = `usage:
       write wrappers that route NAME to the host (to --host-dir/NAME, or the path given)
   lazaret-guest init
       run as the sandbox container's init: announce it on stdout, reap children until SIGTERM
+  lazaret-guest readiness [--denied IP:PORT]... [--permitted IP:PORT]... [--dns RESOLVER=NAME]... [--timeout D]
+      prove a Kubernetes pod's network policy before its agent starts (lazaret-cli kube render)
   lazaret-guest --version
 `
 
@@ -89,9 +92,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "readiness":
+		return readiness(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "%s: unknown command %q\n%s", name, args[0], usage)
 	return exitUsage
+}
+
+// readiness runs the in-pod readiness proof of a rendered Kubernetes
+// Sandbox: every target at once, each result on stdout, every failing
+// target named on stderr (the init container's termination message) and
+// exit status 1, so the pod does not start its agent.
+func readiness(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	t, timeout, err := readyprobe.ParseArgs(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: readiness: %v\n%s", name, err, usage)
+		return exitUsage
+	}
+	rep, err := readyprobe.Check(ctx, t, timeout)
+	if rep != nil {
+		for _, l := range rep.Lines {
+			fmt.Fprintln(stdout, l)
+		}
+	}
+	if err != nil {
+		var nr *readyprobe.NotReadyError
+		if errors.As(err, &nr) {
+			for _, f := range nr.Failures {
+				fmt.Fprintf(stderr, "%s: readiness: %v\n", name, f)
+			}
+			return 1
+		}
+		fmt.Fprintf(stderr, "%s: readiness: %v\n", name, err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "ready")
+	return 0
 }
 
 // flags is a flag set that prints nothing itself: its caller reports a

@@ -22,6 +22,7 @@ func App() *cli.App {
 			recoverCommand(),
 			doctorCommand(), netCommand(),
 			workspaceCommand(),
+			kubeCommand(),
 			completionCommand(),
 		},
 	}

@@ -14,7 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/urfave/cli/v2"
 
 	"lazaret.dev/pkg/image/build"
@@ -84,6 +86,7 @@ func imageCommand() *cli.Command {
 				ArgsUsage: "DIR",
 				Flags: roots(
 					&cli.StringFlag{Name: "tag", Required: true, Usage: "reference to store the image under, e.g. localhost/NAME:TAG"},
+					&cli.StringFlag{Name: "output", TakesFile: true, Usage: "write the image to `FILE` as a docker-archive tar (for docker load, kind load image-archive, skopeo) instead of storing it"},
 					&cli.StringFlag{Name: "entrypoint", Usage: `entrypoint as a JSON array, e.g. '["/bin/sh","-c"]'`},
 					&cli.StringFlag{Name: "cmd", Usage: `command as a JSON array, e.g. '["/bin/sh"]'`},
 					&cli.GenericFlag{Name: "env", Value: &repeated{}, Usage: "environment variable NAME=VALUE (repeatable)"},
@@ -303,6 +306,21 @@ func imageBuildDir(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if out := c.String("output"); out != "" {
+		ref, err := name.NewTag(c.String("tag"))
+		if err != nil {
+			return fmt.Errorf("--tag %q: %w", c.String("tag"), err)
+		}
+		if err := writeArchive(out, ref, img); err != nil {
+			return err
+		}
+		digest, err := img.Digest()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "wrote %s %s to %s\n", ref, digest, out)
+		return nil
+	}
 	s, err := openImageStore(c)
 	if err != nil {
 		return err
@@ -313,6 +331,28 @@ func imageBuildDir(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "stored %s %s\n", e.Ref, e.Manifest)
 	return nil
+}
+
+// writeArchive writes img as a docker-archive tar at path, through a
+// temporary file renamed into place, so a failed write leaves no archive.
+func writeArchive(path string, ref name.Tag, img v1.Image) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tarball.Write(ref, img, tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 func humanSize(n int64) string {

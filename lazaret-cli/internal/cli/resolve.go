@@ -157,7 +157,12 @@ func resolveRoots(c *cli.Context, code int) (*roots, error) {
 // closes, and its file. Failures are printed and end the command with
 // code.
 func resolveDomain(c *cli.Context, code int) (*config.ResolvedDomainConfiguration, string, error) {
-	env := paths.FromProcess()
+	return resolveDomainIn(c, code, paths.FromProcess())
+}
+
+// resolveDomainIn is resolveDomain in the environment env, whose
+// LookupEnv supplies the values behind env: references.
+func resolveDomainIn(c *cli.Context, code int, env paths.Environment) (*config.ResolvedDomainConfiguration, string, error) {
 	flag, _ := flagValue(c, "config")
 	file, err := env.ConfigFile(flag)
 	if err != nil {
