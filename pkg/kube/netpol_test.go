@@ -173,7 +173,7 @@ func randomIn(rng *rand.Rand, p netip.Prefix) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
-func mustDerive(t *testing.T, allow, deny []string, resolvers []string) *netpolicy.DerivedNetworkPolicy {
+func mustDerive(t testing.TB, allow, deny []string, resolvers []string) *netpolicy.DerivedNetworkPolicy {
 	t.Helper()
 	var a, d []netip.Prefix
 	for _, s := range allow {

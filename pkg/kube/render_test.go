@@ -23,7 +23,7 @@ func dest(s string) netpolicy.Destination {
 }
 
 // goldenCases are the rendered profiles pinned byte for byte.
-func goldenCases(t *testing.T) map[string]struct {
+func goldenCases(t testing.TB) map[string]struct {
 	in   Input
 	opts Options
 } {
