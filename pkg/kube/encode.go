@@ -35,6 +35,14 @@ func JSON(w io.Writer, objs []Object) error {
 func YAML(w io.Writer, header []string, objs []Object) error {
 	var buf bytes.Buffer
 	for _, h := range header {
+		// A header line is a comment: no character of it may end the
+		// line or reach the terminal as a control sequence.
+		h = strings.Map(func(r rune) rune {
+			if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 || r == 0x85 {
+				return '?'
+			}
+			return r
+		}, h)
 		buf.WriteString(strings.TrimRight("# "+h, " ") + "\n")
 	}
 	for _, o := range objs {

@@ -135,7 +135,23 @@ var (
 	quantity         = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$`)
 	commitName       = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 	duration         = regexp.MustCompile(`^[0-9]+(ms|s|m)$`)
+	// branchName is a conservative subset of git's branch names: no
+	// leading '-' (an option to git), no shell or control characters,
+	// no "..", no "//", no ".lock" or "/" at the end.
+	branchName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/+-]*$`)
 )
+
+// CheckBranch reports whether name can be the checked-out branch of the
+// pod's clone. The branch comes from the workspace's HEAD, which the
+// sandbox can write, so anything outside a conservative subset of git's
+// branch names is refused rather than passed to git in the pod.
+func CheckBranch(name string) error {
+	if len(name) > 200 || !branchName.MatchString(name) || strings.Contains(name, "..") ||
+		strings.Contains(name, "//") || strings.HasSuffix(name, ".lock") || strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".") {
+		return inputErr("workspace branch", "%q is not a plain branch name", name)
+	}
+	return nil
+}
 
 func inputErr(field, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInput, field, fmt.Sprintf(format, args...))
@@ -272,8 +288,13 @@ func Render(in Input, o Options) (*Plan, error) {
 	if !commitName.MatchString(in.Workspace.Commit) {
 		return nil, inputErr("workspace commit", "%q is not a full commit name", in.Workspace.Commit)
 	}
-	if strings.ContainsAny(in.Workspace.URL+in.Workspace.Branch, "\x00\n\r") {
-		return nil, inputErr("workspace remote", "URL or branch holds a control character")
+	if strings.ContainsFunc(in.Workspace.URL, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return nil, inputErr("workspace remote", "the URL holds a control character")
+	}
+	if in.Workspace.Branch != "" {
+		if err := CheckBranch(in.Workspace.Branch); err != nil {
+			return nil, err
+		}
 	}
 
 	digest, err := in.Policy.Digest()

