@@ -123,3 +123,35 @@ resolver = "1.1.1.1"`, 1)
 		})
 	}
 }
+
+// TestKubeRenderSandboxBranch: HEAD and the refs are the sandbox's to
+// write. A branch named like shell syntax, or a HEAD written by hand to
+// a ref that begins with a dash, is rendered detached with a warning,
+// never handed to git in the pod.
+func TestKubeRenderSandboxBranch(t *testing.T) {
+	for _, ref := range []string{"x;touch${IFS}pwned", "-f"} {
+		h := kubeHost(t, "https://git.example/a.git", kubeV1)
+		head, err := exec.Command("git", "-C", h.ws, "rev-parse", "HEAD").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the sandbox can do: write the ref and HEAD as files.
+		refPath := filepath.Join(h.ws, ".git", "refs", "heads", ref)
+		if err := os.WriteFile(refPath, head, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(h.ws, ".git", "HEAD"), []byte("ref: refs/heads/"+ref+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, err := runApp(t, "kube", "render", "--workspace", h.ws, "--image-user", "1000")
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", ref, err, stderr)
+		}
+		if !strings.Contains(stderr, "is not a plain branch name; the clone checks the commit out detached") {
+			t.Errorf("%q: no warning: %q", ref, stderr)
+		}
+		if strings.Contains(stdout, "pwned") || strings.Contains(stdout, "value: \"-f\"") || strings.Contains(stdout, "value: -f") {
+			t.Errorf("%q reached the rendering", ref)
+		}
+	}
+}
