@@ -89,7 +89,7 @@ test-root:
 # effective UID or gate on a capability), coordinator end-to-end tests
 # included: what an unprivileged run has to repeat after a root run. The
 # other packages' tests behave the same for every user.
-USER_TESTS := pkg:./anchor,./audit,./gitignore,./hostid,./image/unpack,./netpath,./testgate \
+USER_TESTS := pkg:./anchor,./audit,./gitignore,./hostid,./image/unpack,./kube,./netpath,./testgate \
 	lazaret-anchor:./internal/daemon lazaret-coordinator:./internal/coordinator \
 	lazaret-gitroute:./internal/daemon lazaret-netsidecar:./internal/sidecar \
 	lazaret-supervisor:./internal/supervisor
