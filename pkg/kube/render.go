@@ -178,11 +178,10 @@ func checkImage(field, v string) error {
 	return nil
 }
 
-// DefaultName is the Sandbox name for a profile: "lazaret-" and the
-// profile's name folded to a DNS label, with a short hash of the exact
-// name when folding changed it, so that two profiles never share one.
-func DefaultName(profile string) string {
-	folded := strings.Map(func(r rune) rune {
+// foldLabel folds s toward a DNS label: ASCII letters lowercased, digits
+// kept, every other run of characters one '-', none at either end.
+func foldLabel(s string) string {
+	mapped := strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
 			return r
@@ -190,38 +189,37 @@ func DefaultName(profile string) string {
 			return r + ('a' - 'A')
 		}
 		return '-'
-	}, profile)
-	name := "lazaret-" + strings.Trim(folded, "-")
-	if folded != profile || len(name) > 63 {
-		sum := sha256.Sum256([]byte(profile))
-		suffix := "-" + hex.EncodeToString(sum[:4])
-		name = strings.TrimRight(name[:min(len(name), 63-len(suffix))], "-") + suffix
-	}
-	return name
+	}, s)
+	return strings.Join(strings.FieldsFunc(mapped, func(r rune) bool { return r == '-' }), "-")
 }
 
-// ClaimName is the volumeClaimTemplate (and pod volume) name of a
-// persistent directory: "persist-" and the path folded to a DNS label,
-// cut to fit, with a hash of the exact path.
-func ClaimName(dir string) string {
-	sum := sha256.Sum256([]byte(dir))
+// hashedLabel is prefix and folded cut to fit a DNS label, followed by a
+// short hash of exact.
+func hashedLabel(prefix, folded, exact string) string {
+	sum := sha256.Sum256([]byte(exact))
 	suffix := "-" + hex.EncodeToString(sum[:4])
-	folded := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			return r
-		case r >= 'A' && r <= 'Z':
-			return r + ('a' - 'A')
-		}
-		return '-'
-	}, dir)
-	folded = strings.Trim(strings.Join(strings.FieldsFunc(folded, func(r rune) bool { return r == '-' }), "-"), "-")
-	name := "persist"
+	name := prefix
 	if folded != "" {
 		name += "-" + folded
 	}
 	return strings.TrimRight(name[:min(len(name), 63-len(suffix))], "-") + suffix
 }
+
+// DefaultName is the Sandbox name for a profile: "lazaret-" and the
+// profile's name folded to a DNS label, with a short hash of the exact
+// name when folding changed it, so that two profiles never share one.
+func DefaultName(profile string) string {
+	folded := foldLabel(profile)
+	if name := "lazaret-" + folded; folded == profile && len(name) <= 63 {
+		return name
+	}
+	return hashedLabel("lazaret", folded, profile)
+}
+
+// ClaimName is the volumeClaimTemplate (and pod volume) name of a
+// persistent directory: "persist-" and the path folded to a DNS label,
+// cut to fit, with a hash of the exact path.
+func ClaimName(dir string) string { return hashedLabel("persist", foldLabel(dir), dir) }
 
 // Render plans the objects of one profile. It refuses, naming the field,
 // any input it cannot render faithfully; it never reads the environment

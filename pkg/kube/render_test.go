@@ -219,7 +219,7 @@ func TestRenderRefuses(t *testing.T) {
 // TestDefaultName keeps distinct profiles on distinct names.
 func TestDefaultName(t *testing.T) {
 	seen := map[string]string{}
-	for _, p := range []string{"claude", "Claude", "dev_x", "dev-x", "dev.x", strings.Repeat("long", 30), strings.Repeat("long", 31)} {
+	for _, p := range []string{"claude", "Claude", "dev_x", "dev-x", "dev.x", "-x", "x", "a--b", "a-b", strings.Repeat("long", 30), strings.Repeat("long", 31)} {
 		n := DefaultName(p)
 		if err := checkLabel("name", n); err != nil {
 			t.Errorf("%q: %v", p, err)

@@ -263,18 +263,26 @@ func Workspace(dir string) (string, error) {
 	return topCanon, nil
 }
 
-// gitTopLevel runs `git rev-parse --show-toplevel` in dir with every GIT_*
-// variable removed, so an inherited GIT_DIR cannot redirect the answer.
-func gitTopLevel(dir string) (string, error) {
-	cmd := exec.Command("git", "rev-parse", "--show-toplevel")
-	cmd.Dir = dir
+// GitEnviron is the environment Lazaret runs host git in: this process's,
+// with every GIT_* variable removed (an inherited GIT_DIR, GIT_CONFIG_*
+// or GIT_EXEC_PATH cannot redirect git), optional locks off and the C
+// locale, so output is parsed as written.
+func GitEnviron() []string {
 	env := []string{"GIT_OPTIONAL_LOCKS=0", "LC_ALL=C"}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, "LC_ALL=") {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = env
+	return env
+}
+
+// gitTopLevel runs `git rev-parse --show-toplevel` in dir with every GIT_*
+// variable removed, so an inherited GIT_DIR cannot redirect the answer.
+func gitTopLevel(dir string) (string, error) {
+	cmd := exec.Command("git", "rev-parse", "--show-toplevel")
+	cmd.Dir = dir
+	cmd.Env = GitEnviron()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -281,18 +281,12 @@ func workspaceSource(ws, remote, override string) (*source, error) {
 	return src, nil
 }
 
-// gitIn runs git in dir with every GIT_* variable removed and returns its
-// trimmed standard output.
+// gitIn runs git in dir in paths.GitEnviron, fsmonitor off, and returns
+// its trimmed standard output.
 func gitIn(dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", append([]string{"--no-pager", "-c", "core.fsmonitor=false"}, args...)...)
 	cmd.Dir = dir
-	env := []string{"GIT_OPTIONAL_LOCKS=0", "LC_ALL=C"}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, "LC_ALL=") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
+	cmd.Env = paths.GitEnviron()
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	err := cmd.Run()
