@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -52,7 +53,7 @@ func kubeCommand() *cli.Command {
 				&cli.StringFlag{Name: "git-url", Usage: "clone this `URL` instead of the remote's URL"},
 				&cli.StringFlag{Name: "storage-size", Value: kube.DefaultStorageSize, Usage: "`SIZE` of each volume claim"},
 				&cli.StringFlag{Name: "storage-class", Usage: "StorageClass `NAME` of the volume claims (default: the cluster's)"},
-				&cli.Int64Flag{Name: "run-as-user", Value: -1, Usage: "run the pod as `UID` (default: the image's numeric user, when it is not root)"},
+				&cli.StringFlag{Name: "run-as-user", Usage: "run the pod as `UID` (default: the image's numeric user, when it is not root)"},
 				&cli.StringFlag{Name: "image-user", Usage: "the image's user as `UID[:GID]`, when the image is not in the local store"},
 				&cli.StringFlag{Name: "probe-timeout", Value: kube.DefaultProbeTimeout, Usage: "how long each readiness probe may take (`DURATION`)"},
 				&cli.BoolFlag{Name: "without-host-names", Usage: "render a profile with allow_hosts by its address policy alone (the named hosts are unreachable)"},
@@ -139,10 +140,12 @@ func runKubeRender(c *cli.Context) error {
 		Secret: c.String("secret"), ProberImage: c.String("prober-image"), GitImage: c.String("git-image"),
 		StorageSize: c.String("storage-size"), StorageClass: c.String("storage-class"), ProbeTimeout: c.String("probe-timeout"),
 	}
-	if uid := c.Int64("run-as-user"); uid >= 0 {
+	if v := c.String("run-as-user"); c.IsSet("run-as-user") {
+		uid, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || uid < 0 {
+			return failCode(c, 2, "--run-as-user %q: give a numeric uid of 0 or more", v)
+		}
 		opts.RunAsUser = &uid
-	} else if c.IsSet("run-as-user") {
-		return failCode(c, 2, "--run-as-user %d: give a uid of 0 or more", uid)
 	}
 	switch u, known := imageUser(c, cfg); {
 	case c.IsSet("image-user"):

@@ -97,6 +97,8 @@ func TestKubeRenderRefuses(t *testing.T) {
 		{"bad remote flag", "https://git.example/a.git", kubeV1, []string{"--git-remote", "-x"}, "not a remote name"},
 		{"named user", "https://git.example/a.git", kubeV1, []string{"--image-user", "node"}, `image user: "node" is a name`},
 		{"bad namespace", "https://git.example/a.git", kubeV1, []string{"--namespace", "A"}, "--namespace"},
+		{"named run-as-user", "https://git.example/a.git", kubeV1, []string{"--run-as-user", "node"}, `--run-as-user "node"`},
+		{"negative run-as-user", "https://git.example/a.git", kubeV1, []string{"--run-as-user", "-5"}, `--run-as-user "-5"`},
 		{"credentials", "https://git.example/a.git", strings.Replace(strings.Replace(kubeV1, "v1", "v2", 1),
 			"[profiles.dev.readiness]", `[[profiles.dev.credentials]]
 env = "TOKEN"
