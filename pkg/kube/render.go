@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/readyprobe"
 )
 
 // Input is what the planner renders: a resolved profile reduced to plain
@@ -237,6 +239,9 @@ func Render(in Input, o Options) (*Plan, error) {
 	if len(in.Policy.NameRules) > 0 || len(in.Targets.Hosts) > 0 {
 		return nil, inputErr("network policy", "has host names; a NetworkPolicy admits addresses only (lazaret-cli kube render --without-host-names renders the address policy alone)")
 	}
+	if len(in.Targets.Denied)+len(in.Targets.Permitted)+len(in.Targets.DNS) == 0 {
+		return nil, inputErr("readiness", "no denied, permitted or dns target; the pod would have nothing to prove before its agent starts")
+	}
 	if len(in.Policy.Brokered) > 0 {
 		return nil, inputErr("network policy", "brokers credentials; there is no broker in the cluster")
 	}
@@ -277,8 +282,8 @@ func Render(in Input, o Options) (*Plan, error) {
 		}
 	}
 	timeout := cmpOr(o.ProbeTimeout, DefaultProbeTimeout)
-	if !duration.MatchString(timeout) {
-		return nil, inputErr("--probe-timeout", "%q is not a duration such as 3s", timeout)
+	if d, err := time.ParseDuration(timeout); !duration.MatchString(timeout) || err != nil || d <= 0 || d > readyprobe.MaxTimeout {
+		return nil, inputErr("--probe-timeout", "%q is not a duration from 1ms to %v, such as 3s", timeout, readyprobe.MaxTimeout)
 	}
 	if in.Workspace.URL == "" {
 		return nil, inputErr("workspace remote", "no URL")

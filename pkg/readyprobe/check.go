@@ -177,6 +177,9 @@ func check(ctx context.Context, t Targets, timeout time.Duration, dnsPort uint16
 	return rep, nil
 }
 
+// MaxTimeout bounds the prober's --timeout.
+const MaxTimeout = 5 * time.Minute
+
 // ParseArgs reads the prober's arguments: --denied ADDR:PORT,
 // --permitted ADDR:PORT and --dns RESOLVER=NAME, each repeatable, and
 // --timeout DURATION (default 3s). Errors name the argument.
@@ -219,8 +222,8 @@ func ParseArgs(args []string) (Targets, time.Duration, error) {
 			t.DNS = append(t.DNS, DNSTarget{Resolver: a, Name: name})
 		case "--timeout":
 			d, err := time.ParseDuration(val)
-			if err != nil || d <= 0 || d > 5*time.Minute {
-				return t, 0, fmt.Errorf("--timeout %q: want a duration up to 5m", val)
+			if err != nil || d <= 0 || d > MaxTimeout {
+				return t, 0, fmt.Errorf("--timeout %q: want a duration up to %v", val, MaxTimeout)
 			}
 			timeout = d
 		default:
