@@ -8,10 +8,11 @@ package kube
 //
 //   - A workspace that already holds .git is kept (the claim outlives the
 //     pod, and the agent's work with it).
-//   - Otherwise the repository is fetched into a bare directory beside the
-//     tree, the commit is checked out into the tree, and only then is the
-//     directory moved to .git, so a start that fails half way leaves no
-//     repository that a later start would keep.
+//   - Otherwise the repository is fetched into a bare directory in the
+//     claim (.lazaret-clone.git, removed first), the commit is checked out
+//     into the tree, and only then is the directory moved to .git, so a
+//     start that fails half way leaves no repository that a later start
+//     would keep.
 //   - A commit the remote does not have fails the container, naming the
 //     commit and the remote (the termination message shows it).
 //
