@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"crypto/ecdsa"
@@ -13,10 +13,13 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"lazaret.dev/pkg/broker"
+	"lazaret.dev/pkg/broker/brokertest"
 )
 
 // verifyLeaf verifies a leaf for host against the authority alone.
-func verifyLeaf(a *Authority, leaf *x509.Certificate, host string) error {
+func verifyLeaf(a *broker.Authority, leaf *x509.Certificate, host string) error {
 	roots := x509.NewCertPool()
 	roots.AddCert(a.Certificate())
 	_, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
@@ -25,7 +28,7 @@ func verifyLeaf(a *Authority, leaf *x509.Certificate, host string) error {
 
 func TestAuthorityCertificate(t *testing.T) {
 	now := time.Now()
-	a, err := NewAuthority("gen-7", fixtureHosts, now, rand.Reader)
+	a, err := broker.NewAuthority("gen-7", brokertest.Hosts, now, rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,8 +36,8 @@ func TestAuthorityCertificate(t *testing.T) {
 	if c.Subject.CommonName != "Lazaret credential broker gen-7" || !c.IsCA || !c.MaxPathLenZero || c.KeyUsage&x509.KeyUsageCertSign == 0 {
 		t.Errorf("CA certificate: CN %q, IsCA %v, MaxPathLenZero %v, KeyUsage %v", c.Subject.CommonName, c.IsCA, c.MaxPathLenZero, c.KeyUsage)
 	}
-	if !slices.Equal(c.PermittedDNSDomains, fixtureHosts) || !c.PermittedDNSDomainsCritical {
-		t.Errorf("name constraints %v (critical %v), want exactly %v, critical", c.PermittedDNSDomains, c.PermittedDNSDomainsCritical, fixtureHosts)
+	if !slices.Equal(c.PermittedDNSDomains, brokertest.Hosts) || !c.PermittedDNSDomainsCritical {
+		t.Errorf("name constraints %v (critical %v), want exactly %v, critical", c.PermittedDNSDomains, c.PermittedDNSDomainsCritical, brokertest.Hosts)
 	}
 	if !criticalNameConstraints(c) {
 		t.Error("NameConstraints extension is missing or not critical")
@@ -63,33 +66,33 @@ func criticalNameConstraints(c *x509.Certificate) bool {
 
 func TestNewAuthorityHosts(t *testing.T) {
 	for _, hosts := range [][]string{nil, {"API.example"}, {"a.example."}, {"a..example"}, {"-a.example"}, {"a.example", "a.example"}, {"*.example"}} {
-		if _, err := NewAuthority("x", hosts, time.Now(), rand.Reader); err == nil {
+		if _, err := broker.NewAuthority("x", hosts, time.Now(), rand.Reader); err == nil {
 			t.Errorf("NewAuthority(%q) succeeded", hosts)
 		}
 	}
 }
 
 func TestLeaf(t *testing.T) {
-	a, err := NewAuthority("x", fixtureHosts, time.Now(), rand.Reader)
+	a, err := broker.NewAuthority("x", brokertest.Hosts, time.Now(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := a.Leaf(openaiDest.Host)
+	leaf, err := a.Leaf(brokertest.OpenAIDest.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := verifyLeaf(a, leaf.Leaf, openaiDest.Host); err != nil {
+	if err := verifyLeaf(a, leaf.Leaf, brokertest.OpenAIDest.Host); err != nil {
 		t.Errorf("leaf for a permitted host: %v", err)
 	}
-	if !slices.Equal(leaf.Leaf.DNSNames, []string{openaiDest.Host}) || leaf.Leaf.NotAfter.After(a.Certificate().NotAfter) ||
+	if !slices.Equal(leaf.Leaf.DNSNames, []string{brokertest.OpenAIDest.Host}) || leaf.Leaf.NotAfter.After(a.Certificate().NotAfter) ||
 		leaf.Leaf.NotBefore.Before(a.Certificate().NotBefore) {
 		t.Errorf("leaf names %v, validity %v to %v", leaf.Leaf.DNSNames, leaf.Leaf.NotBefore, leaf.Leaf.NotAfter)
 	}
-	again, _ := a.Leaf(openaiDest.Host)
+	again, _ := a.Leaf(brokertest.OpenAIDest.Host)
 	if again != leaf {
 		t.Error("Leaf did not return the cached certificate")
 	}
-	if _, err := a.Leaf("evil.example"); !errors.Is(err, ErrNotBrokered) {
+	if _, err := a.Leaf("evil.example"); !errors.Is(err, broker.ErrNotBrokered) {
 		t.Errorf("Leaf(evil.example) error = %v, want ErrNotBrokered", err)
 	}
 }
@@ -98,10 +101,11 @@ func TestLeaf(t *testing.T) {
 // name outside its hosts, as someone holding a leaked key could: no
 // verifier that honours name constraints may accept it.
 func TestNameConstraintsHold(t *testing.T) {
-	a, err := NewAuthority("x", fixtureHosts, time.Now(), rand.Reader)
+	a, err := broker.NewAuthority("x", brokertest.Hosts, time.Now(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	caCert, caKey := broker.AuthoritySigner(a)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -111,12 +115,12 @@ func TestNameConstraintsHold(t *testing.T) {
 			SerialNumber: big.NewInt(7),
 			Subject:      pkix.Name{CommonName: host},
 			DNSNames:     []string{host},
-			NotBefore:    a.cert.NotBefore,
-			NotAfter:     a.cert.NotAfter,
+			NotBefore:    caCert.NotBefore,
+			NotAfter:     caCert.NotAfter,
 			KeyUsage:     x509.KeyUsageDigitalSignature,
 			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"bytes"
@@ -7,45 +7,48 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"lazaret.dev/pkg/broker"
+	"lazaret.dev/pkg/broker/brokertest"
 )
 
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name   string
-		modify func(c *Config)
+		modify func(c *broker.Config)
 		want   error
 	}{
-		{"valid", func(*Config) {}, nil},
-		{"no authority", func(c *Config) { c.Authority = nil }, ErrNoAuthority},
-		{"bad name", func(c *Config) { c.Credentials[0].Name = "1KEY" }, ErrCredentialName},
-		{"empty value", func(c *Config) { c.Credentials[0].Value = "" }, ErrEmptyValue},
-		{"value byte", func(c *Config) { c.Credentials[0].Value = strings.Replace(c.Credentials[0].Value, "X", "\n", 1) }, ErrValueByte},
-		{"placeholder length", func(c *Config) { c.Credentials[0].Placeholder += "x" }, ErrPlaceholderShape},
-		{"placeholder equals value", func(c *Config) { c.Credentials[1].Placeholder = c.Credentials[1].Value }, ErrPlaceholderShape},
-		{"shared placeholder", func(c *Config) {
+		{"valid", func(*broker.Config) {}, nil},
+		{"no authority", func(c *broker.Config) { c.Authority = nil }, broker.ErrNoAuthority},
+		{"bad name", func(c *broker.Config) { c.Credentials[0].Name = "1KEY" }, broker.ErrCredentialName},
+		{"empty value", func(c *broker.Config) { c.Credentials[0].Value = "" }, broker.ErrEmptyValue},
+		{"value byte", func(c *broker.Config) { c.Credentials[0].Value = strings.Replace(c.Credentials[0].Value, "X", "\n", 1) }, broker.ErrValueByte},
+		{"placeholder length", func(c *broker.Config) { c.Credentials[0].Placeholder += "x" }, broker.ErrPlaceholderShape},
+		{"placeholder equals value", func(c *broker.Config) { c.Credentials[1].Placeholder = c.Credentials[1].Value }, broker.ErrPlaceholderShape},
+		{"shared placeholder", func(c *broker.Config) {
 			c.Credentials[1].Value = c.Credentials[0].Value
 			c.Credentials[1].Placeholder = c.Credentials[0].Placeholder
-		}, ErrPlaceholderClash},
-		{"unknown scheme", func(c *Config) { c.Credentials[1].Scheme = 9 }, ErrUnknownScheme},
-		{"header with bearer", func(c *Config) { c.Credentials[1].Header = "x-api-key" }, ErrHeaderName},
-		{"uppercase header", func(c *Config) { c.Credentials[0].Header = "X-Api-Key" }, ErrHeaderName},
-		{"reserved header", func(c *Config) { c.Credentials[0].Header = "cookie" }, ErrHeaderName},
-		{"authorization header", func(c *Config) { c.Credentials[0].Header = "authorization" }, ErrHeaderName},
-		{"header not a token", func(c *Config) { c.Credentials[0].Header = "x api key" }, ErrHeaderName},
-		{"no destinations", func(c *Config) { c.Credentials[2].Destinations = nil }, ErrNoDestinations},
-		{"zero port", func(c *Config) { c.Credentials[2].Destinations[0].Port = 0 }, ErrZeroPort},
-		{"host outside authority", func(c *Config) { c.Credentials[2].Destinations[0].Host = "github.example" }, ErrNotBrokered},
-		{"uppercase host", func(c *Config) { c.Credentials[2].Destinations[0].Host = "Git.example" }, ErrHostName},
-		{"duplicate destination", func(c *Config) {
-			c.Credentials[2].Destinations = append(c.Credentials[2].Destinations, gitDest)
-		}, ErrDuplicate},
-		{"same field and destination", func(c *Config) { c.Credentials[2].Destinations[0] = openaiDest }, ErrFieldClaimed},
-		{"duplicate name", func(c *Config) { c.Credentials[2].Name = "OPENAI_API_KEY" }, ErrDuplicate},
-		{"bad upstream CA", func(c *Config) { c.Credentials[2].UpstreamCA = []byte("not pem") }, ErrUpstreamCA},
+		}, broker.ErrPlaceholderClash},
+		{"unknown scheme", func(c *broker.Config) { c.Credentials[1].Scheme = 9 }, broker.ErrUnknownScheme},
+		{"header with bearer", func(c *broker.Config) { c.Credentials[1].Header = "x-api-key" }, broker.ErrHeaderName},
+		{"uppercase header", func(c *broker.Config) { c.Credentials[0].Header = "X-Api-Key" }, broker.ErrHeaderName},
+		{"reserved header", func(c *broker.Config) { c.Credentials[0].Header = "cookie" }, broker.ErrHeaderName},
+		{"authorization header", func(c *broker.Config) { c.Credentials[0].Header = "authorization" }, broker.ErrHeaderName},
+		{"header not a token", func(c *broker.Config) { c.Credentials[0].Header = "x api key" }, broker.ErrHeaderName},
+		{"no destinations", func(c *broker.Config) { c.Credentials[2].Destinations = nil }, broker.ErrNoDestinations},
+		{"zero port", func(c *broker.Config) { c.Credentials[2].Destinations[0].Port = 0 }, broker.ErrZeroPort},
+		{"host outside authority", func(c *broker.Config) { c.Credentials[2].Destinations[0].Host = "github.example" }, broker.ErrNotBrokered},
+		{"uppercase host", func(c *broker.Config) { c.Credentials[2].Destinations[0].Host = "Git.example" }, broker.ErrHostName},
+		{"duplicate destination", func(c *broker.Config) {
+			c.Credentials[2].Destinations = append(c.Credentials[2].Destinations, brokertest.GitDest)
+		}, broker.ErrDuplicate},
+		{"same field and destination", func(c *broker.Config) { c.Credentials[2].Destinations[0] = brokertest.OpenAIDest }, broker.ErrFieldClaimed},
+		{"duplicate name", func(c *broker.Config) { c.Credentials[2].Name = "OPENAI_API_KEY" }, broker.ErrDuplicate},
+		{"bad upstream CA", func(c *broker.Config) { c.Credentials[2].UpstreamCA = []byte("not pem") }, broker.ErrUpstreamCA},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := testConfig(t)
+			c := brokertest.Config(t)
 			tt.modify(c)
 			err := c.Validate()
 			if !errors.Is(err, tt.want) {
@@ -61,8 +64,8 @@ func TestValidate(t *testing.T) {
 }
 
 func TestEncodeRoundTrip(t *testing.T) {
-	c := testConfig(t)
-	c.Credentials[0].UpstreamCA = testConfig(t).Authority.CertificatePEM()
+	c := brokertest.Config(t)
+	c.Credentials[0].UpstreamCA = brokertest.Config(t).Authority.CertificatePEM()
 	b, err := c.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -71,11 +74,13 @@ func TestEncodeRoundTrip(t *testing.T) {
 	if err != nil || !bytes.Equal(b, again) {
 		t.Fatalf("Encode is not deterministic (%v)", err)
 	}
-	d, err := DecodeConfig(b)
+	d, err := broker.DecodeConfig(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(d.Authority.Certificate().Raw, c.Authority.Certificate().Raw) || !d.Authority.key.Equal(c.Authority.key) {
+	_, dKey := broker.AuthoritySigner(d.Authority)
+	_, cKey := broker.AuthoritySigner(c.Authority)
+	if !bytes.Equal(d.Authority.Certificate().Raw, c.Authority.Certificate().Raw) || !dKey.Equal(cKey) {
 		t.Error("decoded authority differs")
 	}
 	if len(d.Credentials) != len(c.Credentials) {
@@ -94,31 +99,31 @@ func TestEncodeRoundTrip(t *testing.T) {
 }
 
 func TestDecodeConfigRejects(t *testing.T) {
-	b, err := testConfig(t).Encode()
+	b, err := brokertest.Config(t).Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := map[string][]byte{
 		"trailing data":   append(slices.Clone(b), []byte(" {}")...),
 		"unknown field":   bytes.Replace(b, []byte(`"version"`), []byte(`"extra":1,"version"`), 1),
-		"wrong version":   bytes.Replace(b, []byte(wireVersion), []byte("v0"), 1),
+		"wrong version":   bytes.Replace(b, []byte(broker.WireVersion), []byte("v0"), 1),
 		"unknown scheme":  bytes.Replace(b, []byte(`"scheme":"basic"`), []byte(`"scheme":"digest"`), 1),
 		"invalid content": bytes.Replace(b, []byte(`"port":443`), []byte(`"port":0`), 1),
 		"empty":           nil,
 	}
 	for name, in := range tests {
-		if _, err := DecodeConfig(in); err == nil {
+		if _, err := broker.DecodeConfig(in); err == nil {
 			t.Errorf("%s: DecodeConfig succeeded", name)
 		}
 	}
 }
 
 func TestPortsAndDestinations(t *testing.T) {
-	c := testConfig(t)
+	c := brokertest.Config(t)
 	if got, want := c.Ports(), []uint16{443, 8443}; !slices.Equal(got, want) {
 		t.Errorf("Ports = %v, want %v", got, want)
 	}
-	want := []Destination{anthropicDest, {anthropicDest.Host, 8443}, openaiDest, gitDest}
+	want := []broker.Destination{brokertest.AnthropicDest, {brokertest.AnthropicDest.Host, 8443}, brokertest.OpenAIDest, brokertest.GitDest}
 	if got := c.Destinations(); !slices.Equal(got, want) {
 		t.Errorf("Destinations = %v, want %v", got, want)
 	}
@@ -127,7 +132,7 @@ func TestPortsAndDestinations(t *testing.T) {
 // TestGoldenEncoding pins the wire layout of Encode: the fields and their
 // order, with the certificate, key and placeholders elided.
 func TestGoldenEncoding(t *testing.T) {
-	c := testConfig(t)
+	c := brokertest.Config(t)
 	b, err := c.Encode()
 	if err != nil {
 		t.Fatal(err)

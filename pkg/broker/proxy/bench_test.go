@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"testing"
+
+	"lazaret.dev/pkg/broker/brokertest"
 )
 
 // benchTargets returns the direct and brokered clients of one harness, with
@@ -11,7 +13,7 @@ import (
 // the broker.
 func benchTargets(b *testing.B) (*harness, map[string]*http.Client, map[string]string) {
 	h := startHarness(b, &upstream{seen: make(chan *http.Request, 1)})
-	oai := cred(h.cfg, "OPENAI_API_KEY")
+	oai := brokertest.Cred(h.cfg, "OPENAI_API_KEY")
 	clients := map[string]*http.Client{"direct": h.directClient(), "brokered": h.client()}
 	auth := map[string]string{"direct": "Bearer " + oai.Value, "brokered": "Bearer " + oai.Placeholder}
 	return h, clients, auth

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"lazaret.dev/pkg/broker/brokertest"
+
 	"lazaret.dev/pkg/broker"
 )
 
@@ -38,7 +40,7 @@ func expandSeed(c *broker.Config, s string) string {
 // FuzzRewrite parses the input as an HTTP/1.1 request and checks the
 // invariants of Rewrite toward each fixture destination.
 func FuzzRewrite(f *testing.F) {
-	fuzzConfig = testConfig(f)
+	fuzzConfig = brokertest.Config(f)
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(expandSeed(fuzzConfig, s)))
 	}
@@ -47,7 +49,7 @@ func FuzzRewrite(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, dest := range []broker.Destination{anthropicDest, openaiDest, gitDest, otherDest} {
+		for _, dest := range []broker.Destination{brokertest.AnthropicDest, brokertest.OpenAIDest, brokertest.GitDest, brokertest.OtherDest} {
 			h := req.Header.Clone()
 			if h == nil {
 				h = http.Header{}
@@ -99,7 +101,7 @@ func decodedBasic(v string) string {
 // FuzzScrubBody checks the streaming scrubber against strings.ReplaceAll
 // for any body and read sizes.
 func FuzzScrubBody(f *testing.F) {
-	c := testConfig(f)
+	c := brokertest.Config(f)
 	s := newScrubber(c.Credentials)
 	f.Add([]byte("x"+c.Credentials[0].Value+"y"+c.Credentials[1].Value[:9]), []byte{3, 1, 200})
 	f.Fuzz(func(t *testing.T, body, sizes []byte) {

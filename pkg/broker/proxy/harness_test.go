@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"lazaret.dev/pkg/broker/brokertest"
+
 	"lazaret.dev/pkg/broker"
 )
 
@@ -32,8 +34,8 @@ type harness struct {
 // every destination at the upstream.
 func startHarness(tb testing.TB, handler http.Handler) *harness {
 	tb.Helper()
-	h := &harness{cfg: testConfig(tb)}
-	upCA, err := broker.NewAuthority("upstream", fixtureHosts, time.Now(), rand.Reader)
+	h := &harness{cfg: brokertest.Config(tb)}
+	upCA, err := broker.NewAuthority("upstream", brokertest.Hosts, time.Now(), rand.Reader)
 	if err != nil {
 		tb.Fatal(err)
 	}

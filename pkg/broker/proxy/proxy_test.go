@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"lazaret.dev/pkg/broker/brokertest"
 )
 
 // bigBody is the 8 MiB body /big serves.
@@ -68,7 +70,7 @@ func TestProxyBrokers(t *testing.T) {
 		{"GIT_TOKEN", "https://git.example/echo", "Authorization", "basic:%s", "basic:%s"},
 	} {
 		t.Run(tt.cred, func(t *testing.T) {
-			cr := cred(h.cfg, tt.cred)
+			cr := brokertest.Cred(h.cfg, tt.cred)
 			form := func(format, v string) string {
 				if user, ok := strings.CutPrefix(format, "basic:"); ok {
 					return basic("x-access-token", strings.Replace(user, "%s", v, 1))
@@ -108,7 +110,7 @@ func TestProxyBrokers(t *testing.T) {
 func TestProxyRefusesWrongHost(t *testing.T) {
 	u := &upstream{seen: make(chan *http.Request, 1)}
 	h := startHarness(t, u)
-	oai := cred(h.cfg, "OPENAI_API_KEY")
+	oai := brokertest.Cred(h.cfg, "OPENAI_API_KEY")
 	req, _ := http.NewRequest("POST", "https://api.anthropic.example/echo", strings.NewReader("{}"))
 	req.Header.Set("Authorization", "Bearer "+oai.Placeholder)
 	res, err := h.client().Do(req)
@@ -156,7 +158,7 @@ func TestProxyRefusesHandshake(t *testing.T) {
 		{"evil.example", `TLS server name "evil.example" is not a brokered destination on port 443`},
 		{"other.example", `TLS server name "other.example" is not a brokered destination on port 443`},
 		{"", "no TLS server name"},
-		{"x" + strings.ToLower(cred(h.cfg, "GIT_TOKEN").Placeholder) + ".example",
+		{"x" + strings.ToLower(brokertest.Cred(h.cfg, "GIT_TOKEN").Placeholder) + ".example",
 			"TLS server name carrying a placeholder on port 443"},
 	} {
 		conn, err := tls.Dial("tcp", h.proxyAddr, &tls.Config{ServerName: tt.sni, RootCAs: roots, InsecureSkipVerify: tt.sni == ""})
@@ -211,7 +213,7 @@ func TestProxyLargeBody(t *testing.T) {
 
 func TestProxyRefusesEncodedBrokeredResponse(t *testing.T) {
 	h := startHarness(t, &upstream{})
-	oai := cred(h.cfg, "OPENAI_API_KEY")
+	oai := brokertest.Cred(h.cfg, "OPENAI_API_KEY")
 	req, _ := http.NewRequest("GET", "https://api.openai.example/gzip", nil)
 	req.Header.Set("Authorization", "Bearer "+oai.Placeholder)
 	res, err := h.client().Do(req)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"lazaret.dev/pkg/broker/brokertest"
+
 	"lazaret.dev/pkg/broker"
 )
 
@@ -50,7 +52,7 @@ func scrubInput(c *broker.Config, rnd *rand.Rand) string {
 }
 
 func TestScrubBodyAcrossReads(t *testing.T) {
-	c := testConfig(t)
+	c := brokertest.Config(t)
 	s := newScrubber(c.Credentials)
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for i := range 50 {
@@ -91,7 +93,7 @@ func TestScrubBodyAcrossReads(t *testing.T) {
 // cannot begin a value without waiting for more, so a server-sent event is
 // not held back.
 func TestScrubBodyPassesEvents(t *testing.T) {
-	c := testConfig(t)
+	c := brokertest.Config(t)
 	s := newScrubber(c.Credentials)
 	pr, pw := io.Pipe()
 	body := s.body(pr, nil)
@@ -118,7 +120,7 @@ func TestScrubBodyPassesEvents(t *testing.T) {
 }
 
 func TestScrubHeader(t *testing.T) {
-	c := testConfig(t)
+	c := brokertest.Config(t)
 	s := newScrubber(c.Credentials)
 	v, p := c.Credentials[1].Value, c.Credentials[1].Placeholder
 	h := http.Header{"X-Echo": {"Bearer " + v, "none"}, "Www-Authenticate": {v + "," + v}}
