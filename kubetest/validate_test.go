@@ -26,6 +26,7 @@ import (
 
 	"lazaret.dev/pkg/kube"
 	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/netpolicy/policytest"
 )
 
 var (
@@ -316,38 +317,7 @@ func TestPlannerOnAPIServer(t *testing.T) {
 func randomPolicy(t *testing.T, rng *rand.Rand) *netpolicy.DerivedNetworkPolicy {
 	t.Helper()
 	for {
-		var allow, deny []netip.Prefix
-		seen := map[netip.Prefix]bool{}
-		for _, p := range netpolicy.RFC1918 {
-			seen[p] = true
-		}
-		var all []netip.Prefix
-		for range 1 + rng.IntN(12) {
-			var base netip.Prefix
-			if len(all) > 0 && rng.IntN(2) == 0 {
-				base = all[rng.IntN(len(all))]
-			} else {
-				base = netip.MustParsePrefix("0.0.0.0/0")
-			}
-			if base.Bits() == 32 {
-				continue
-			}
-			b := base.Masked().Addr().As4()
-			v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-			bits := base.Bits() + 1 + rng.IntN(32-base.Bits())
-			v |= rng.Uint32() & (^uint32(0) >> base.Bits())
-			p := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), bits).Masked()
-			if seen[p] {
-				continue
-			}
-			seen[p] = true
-			all = append(all, p)
-			if rng.IntN(2) == 0 {
-				allow = append(allow, p)
-			} else {
-				deny = append(deny, p)
-			}
-		}
+		allow, deny := policytest.NestedSets(rng)
 		p, err := netpolicy.Derive(allow, append(deny, netpolicy.RFC1918...), []netip.Addr{netip.MustParseAddr("1.1.1.1"), netip.MustParseAddr("9.9.9.9")})
 		if err == nil {
 			return p

@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/netpolicy/policytest"
 )
 
 // benchPolicy is a policy of about n nested prefix rules.
 func benchPolicy(b *testing.B, n int) *netpolicy.DerivedNetworkPolicy {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for {
-		allow, deny := randomSets(rng)
+		allow, deny := policytest.NestedSets(rng)
 		for len(allow)+len(deny) < n {
-			a, d := randomSets(rng)
+			a, d := policytest.NestedSets(rng)
 			allow, deny = append(allow, a...), append(deny, d...)
 		}
 		p, err := netpolicy.Derive(allow, append(deny, netpolicy.RFC1918...), []netip.Addr{netip.MustParseAddr("1.1.1.1")})

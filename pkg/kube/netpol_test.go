@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"lazaret.dev/pkg/netpolicy"
+	"lazaret.dev/pkg/netpolicy/policytest"
 )
 
 // admits is the NetworkPolicy semantics, written from the Kubernetes API
@@ -150,7 +151,7 @@ func samplesFor(p *netpolicy.DerivedNetworkPolicy, rng *rand.Rand, random int) [
 	for _, r := range p.PrefixRules {
 		out = append(out, boundaries(r.Network)...)
 		// One address inside, off the boundary.
-		out = append(out, randomIn(rng, r.Network))
+		out = append(out, policytest.RandomIn(rng, r.Network))
 	}
 	for _, s := range netpolicy.Structural {
 		out = append(out, boundaries(s.Prefix)...)
@@ -159,18 +160,9 @@ func samplesFor(p *netpolicy.DerivedNetworkPolicy, rng *rand.Rand, random int) [
 		out = append(out, r.Address, r.Address.Prev(), r.Address.Next())
 	}
 	for range random {
-		out = append(out, randomIn(rng, netip.MustParsePrefix("0.0.0.0/0")))
+		out = append(out, policytest.RandomIn(rng, netip.MustParsePrefix("0.0.0.0/0")))
 	}
 	return slices.DeleteFunc(out, func(a netip.Addr) bool { return !a.IsValid() || !a.Is4() })
-}
-
-func randomIn(rng *rand.Rand, p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().As4()
-	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-	if p.Bits() < 32 {
-		v |= rng.Uint32() & (uint32(1)<<(32-p.Bits()) - 1)
-	}
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 func mustDerive(t testing.TB, allow, deny []string, resolvers []string) *netpolicy.DerivedNetworkPolicy {
@@ -264,12 +256,12 @@ func TestEgressRulesMatchDecider(t *testing.T) {
 		iterations = 50
 	}
 	for i := range iterations {
-		allow, deny := randomSets(rng)
+		allow, deny := policytest.NestedSets(rng)
 		var resolvers []netip.Addr
 		for range 1 + rng.IntN(3) {
-			a := randomIn(rng, netip.MustParsePrefix("0.0.0.0/0"))
+			a := policytest.RandomIn(rng, netip.MustParsePrefix("0.0.0.0/0"))
 			if len(allow) > 0 && rng.IntN(2) == 0 {
-				a = randomIn(rng, allow[rng.IntN(len(allow))])
+				a = policytest.RandomIn(rng, allow[rng.IntN(len(allow))])
 			}
 			if insideStructural(netip.PrefixFrom(a, 32)) || slices.Contains(resolvers, a) {
 				continue
@@ -288,46 +280,4 @@ func TestEgressRulesMatchDecider(t *testing.T) {
 			checkExact(t, p, samplesFor(p, rng, 300))
 		})
 	}
-}
-
-// randomSets draws nested prefixes: each new one is, half the time, a
-// sub-network of an earlier one, so chains of allow-deny-allow appear.
-func randomSets(rng *rand.Rand) (allow, deny []netip.Prefix) {
-	var all []netip.Prefix
-	seen := map[netip.Prefix]bool{}
-	for _, p := range netpolicy.RFC1918 {
-		seen[p] = true
-	}
-	for range 1 + rng.IntN(10) {
-		var p netip.Prefix
-		if len(all) > 0 && rng.IntN(2) == 0 {
-			parent := all[rng.IntN(len(all))]
-			if parent.Bits() == 32 {
-				continue
-			}
-			bits := parent.Bits() + 1 + rng.IntN(32-parent.Bits())
-			p = netip.PrefixFrom(randomIn(rng, parent), bits).Masked()
-		} else {
-			bits := rng.IntN(33)
-			p = netip.PrefixFrom(randomIn(rng, netip.MustParsePrefix("0.0.0.0/0")), bits).Masked()
-		}
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		all = append(all, p)
-		if rng.IntN(2) == 0 {
-			allow = append(allow, p)
-		} else {
-			deny = append(deny, p)
-		}
-	}
-	// Sometimes nest inside the private ranges, which every policy denies.
-	if rng.IntN(3) == 0 {
-		p := netip.PrefixFrom(randomIn(rng, netpolicy.RFC1918[rng.IntN(3)]), 16+rng.IntN(17)).Masked()
-		if !seen[p] {
-			allow = append(allow, p)
-		}
-	}
-	return allow, deny
 }
