@@ -107,19 +107,6 @@ func (f *FS) attrSettled(p string, isDir bool) bool {
 	return f.settled(dir) && (!isDir || f.settled(p))
 }
 
-// keepCache is the open flag that keeps a file's cached pages across opens
-// when the watcher invalidates them on a host change (or the file is in
-// the isolated root, which only the view writes).
-func (f *FS) keepCache(p string, b Backing) uint32 {
-	if b == Isolated {
-		return fuse.FOPEN_KEEP_CACHE
-	}
-	if dir, _ := split(p); f.settled(dir) {
-		return fuse.FOPEN_KEEP_CACHE
-	}
-	return 0
-}
-
 // ino maps a backing (device, inode) to a stable view inode number; the two
 // roots may share a filesystem or not, and the view must never hand out one
 // number for two files.

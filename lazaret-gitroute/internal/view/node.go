@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -14,13 +15,18 @@ import (
 	"lazaret.dev/pkg/sys"
 )
 
-// node is one view inode. It holds no descriptor: every operation resolves
-// the node's current view path beneath the backing root that path routes
-// to, so a rename in the view or on the host can never leave a node bound
-// to a file the routing no longer allows.
+// node is one view inode. It holds no descriptor while it has a path:
+// every operation resolves the node's current view path beneath the
+// backing root that path routes to, so a rename in the view or on the host
+// can never leave a node bound to a file the routing no longer allows.
+// A regular file the sandbox unlinks or renames over keeps, in kept, a
+// descriptor of its backing file, so that what still has it open reads
+// it as before (handleless.go); it is closed when the kernel forgets the
+// node.
 type node struct {
 	fs.Inode
-	f *FS
+	f    *FS
+	kept atomic.Pointer[fs.LoopbackFile]
 }
 
 var (
@@ -44,6 +50,13 @@ var (
 	_ fs.NodeSetxattrer    = (*node)(nil)
 	_ fs.NodeListxattrer   = (*node)(nil)
 	_ fs.NodeRemovexattrer = (*node)(nil)
+	_ fs.NodeReader        = (*node)(nil)
+	_ fs.NodeWriter        = (*node)(nil)
+	_ fs.NodeFlusher       = (*node)(nil)
+	_ fs.NodeFsyncer       = (*node)(nil)
+	_ fs.NodeAllocater     = (*node)(nil)
+	_ fs.NodeLseeker       = (*node)(nil)
+	_ fs.NodeOnForgetter   = (*node)(nil)
 )
 
 // rel returns the node's current view path. A node that has been removed
@@ -125,6 +138,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	p, ok := n.rel()
 	if !ok {
 		// Unlinked while open: only the open file still names it.
+		fh = n.handle(fh)
 		if g, isG := fh.(fs.FileGetattrer); isG && fh != nil {
 			return g.Getattr(ctx, out)
 		}
@@ -162,6 +176,9 @@ func (n *node) writable(p string, b Backing) syscall.Errno {
 }
 
 func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if _, ok := n.rel(); !ok {
+		fh = n.handle(fh)
+	}
 	s, hasFile := fh.(fs.FileSetattrer)
 	hasFile = hasFile && fh != nil
 	if _, ok := n.rel(); !ok && hasFile {
@@ -244,24 +261,6 @@ func writeFlags(flags uint32) bool {
 	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
 }
 
-func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	p, b, e := n.where()
-	if e != 0 {
-		return nil, 0, e
-	}
-	if writeFlags(flags) {
-		if e := n.writable(p, b); e != 0 {
-			return nil, 0, e
-		}
-	}
-	fl := int(flags) & openFlags &^ unix.O_EXCL
-	fd, err := n.f.roots[b].open(p, fl|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, 0, errno(err)
-	}
-	return fs.NewLoopbackFile(fd), n.f.keepCache(p, b), 0
-}
-
 // prepare checks that a new entry may be created at path with the given
 // kind and returns the backing it goes to, with that backing's parent
 // directories in place.
@@ -305,15 +304,16 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno(err)
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+	err = unix.Fstat(fd, &st)
+	unix.Close(fd)
+	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
 	if b == Host && st.Nlink > 1 && writeFlags(flags) {
-		unix.Close(fd)
 		return nil, nil, 0, syscall.EPERM
 	}
-	return n.child(ctx, &st, out), fs.NewLoopbackFile(fd), 0, 0
+	// No handle: the file is served as every other (handleless.go).
+	return n.child(ctx, &st, out), nil, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -451,10 +451,18 @@ func (n *node) remove(name string, dir bool) syscall.Errno {
 	}
 	defer unix.Close(pfd)
 	flags := 0
+	var c *node
 	if dir {
 		flags = unix.AT_REMOVEDIR
+	} else {
+		c = n.childNode(name)
+		c.keep(p, b)
 	}
-	return errno(sys.Unlinkat(pfd, base, flags))
+	if e := errno(sys.Unlinkat(pfd, base, flags)); e != 0 {
+		c.unkeep()
+		return e
+	}
+	return 0
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno { return n.remove(name, false) }
@@ -527,7 +535,13 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno(err)
 		}
 	}
+	var replaced *node
+	if flags&unix.RENAME_EXCHANGE == 0 && !dstDir {
+		replaced = np.childNode(newName)
+		replaced.keep(dp, sb)
+	}
 	if e := n.f.renameIn(sb, sp, dp, flags); e != 0 {
+		replaced.unkeep()
 		return e
 	}
 	if sb == Host && srcDir && flags&unix.RENAME_EXCHANGE == 0 {

@@ -1,0 +1,186 @@
+package daemon_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestFilesWithoutHandles covers the view's handleless regular files: the
+// kernel opens them itself, so what an OPEN used to refuse is refused at
+// the write or truncation, an unlinked or replaced file stays readable
+// through what has it open, and nothing the view keeps for that outlives
+// the kernel's use of it.
+func TestFilesWithoutHandles(t *testing.T) {
+	e := setup(t, baseFiles, "")
+	h, v := e.host, e.mnt
+
+	t.Run("unlinked while open", func(t *testing.T) {
+		writeFile(t, filepath.Join(v, "docs/gone.txt"), "still here\n")
+		f, err := os.OpenFile(filepath.Join(v, "docs/gone.txt"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := os.Remove(filepath.Join(v, "docs/gone.txt")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(filepath.Join(h, "docs/gone.txt")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("host file after unlink through the view: %v", err)
+		}
+		buf := make([]byte, 64)
+		k, err := f.ReadAt(buf, 0)
+		if string(buf[:k]) != "still here\n" {
+			t.Fatalf("reading the unlinked file: %q, %v", buf[:k], err)
+		}
+		if _, err := f.WriteAt([]byte("STILL"), 0); err != nil {
+			t.Fatalf("writing the unlinked file: %v", err)
+		}
+		if err := f.Truncate(5); err != nil {
+			t.Fatalf("truncating the unlinked file: %v", err)
+		}
+		st, err := f.Stat()
+		if err != nil || st.Size() != 5 {
+			t.Fatalf("stat of the unlinked file: %v, %v", st, err)
+		}
+		k, _ = f.ReadAt(buf, 0)
+		if string(buf[:k]) != "STILL" {
+			t.Fatalf("reading the unlinked file back: %q", buf[:k])
+		}
+	})
+
+	t.Run("renamed over while open", func(t *testing.T) {
+		writeFile(t, filepath.Join(v, "docs/a.txt"), "old\n")
+		f, err := os.Open(filepath.Join(v, "docs/a.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		writeFile(t, filepath.Join(v, "docs/a.tmp"), "new\n")
+		if err := os.Rename(filepath.Join(v, "docs/a.tmp"), filepath.Join(v, "docs/a.txt")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64)
+		if k, err := f.ReadAt(buf, 0); string(buf[:k]) != "old\n" {
+			t.Fatalf("the replaced file through its open descriptor: %q, %v", buf[:k], err)
+		}
+		if got := readFile(t, filepath.Join(v, "docs/a.txt")); got != "new\n" {
+			t.Fatalf("the path after the rename: %q", got)
+		}
+	})
+
+	t.Run("sealed path opened for writing", func(t *testing.T) {
+		p := filepath.Join(v, ".git/config")
+		before := readFile(t, filepath.Join(h, ".git/config"))
+		for _, flag := range []int{os.O_WRONLY, os.O_WRONLY | os.O_APPEND, os.O_RDWR} {
+			f, err := os.OpenFile(p, flag, 0)
+			if err != nil {
+				if !errors.Is(err, syscall.EROFS) {
+					t.Errorf("open flags %#x: %v, want success or EROFS", flag, err)
+				}
+				continue
+			}
+			if _, err := f.Write([]byte("[core]\n\thooksPath = /tmp\n")); !errors.Is(err, syscall.EROFS) {
+				t.Errorf("write, open flags %#x: %v, want EROFS", flag, err)
+			}
+			if err := f.Truncate(0); !errors.Is(err, syscall.EROFS) {
+				t.Errorf("ftruncate, open flags %#x: %v, want EROFS", flag, err)
+			}
+			if err := unix.Fallocate(int(f.Fd()), 0, 0, 4096); !errors.Is(err, syscall.EROFS) {
+				t.Errorf("fallocate, open flags %#x: %v, want EROFS", flag, err)
+			}
+			f.Close()
+		}
+		if _, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("open with O_TRUNC: %v, want EROFS", err)
+		}
+		if got := readFile(t, filepath.Join(h, ".git/config")); got != before {
+			t.Errorf("host .git/config changed:\n%s", got)
+		}
+	})
+
+	t.Run("multiply linked host file opened for writing", func(t *testing.T) {
+		if err := os.Link(filepath.Join(h, "src/important.log"), filepath.Join(t.TempDir(), "outside")); err != nil {
+			t.Skipf("cannot hard-link across test dirs: %v", err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		f, err := os.OpenFile(filepath.Join(v, "src/important.log"), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			if !errors.Is(err, syscall.EPERM) {
+				t.Fatalf("open: %v, want success or EPERM", err)
+			}
+			return
+		}
+		defer f.Close()
+		if _, err := f.Write([]byte("through the view\n")); !errors.Is(err, syscall.EPERM) {
+			t.Errorf("write: %v, want EPERM", err)
+		}
+		if got := readFile(t, filepath.Join(h, "src/important.log")); got != "important\n" {
+			t.Errorf("host file = %q", got)
+		}
+	})
+
+	t.Run("mapped read", func(t *testing.T) {
+		want := bytes.Repeat([]byte("0123456789abcdef"), 64<<10>>4)
+		if err := os.WriteFile(filepath.Join(h, "docs/big.bin"), want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(filepath.Join(v, "docs/big.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		m, err := unix.Mmap(int(f.Fd()), 0, len(want), unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(m)
+		if !bytes.Equal(m, want) {
+			t.Fatal("mapped content differs from the host file")
+		}
+	})
+
+	t.Run("kept descriptors are closed", func(t *testing.T) {
+		fds := func() int {
+			ents, err := os.ReadDir("/proc/" + strconv.Itoa(int(e.d.Process().HostPID)) + "/fd")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(ents)
+		}
+		before := fds()
+		for i := range 50 {
+			p := filepath.Join(v, "docs/tmp"+strconv.Itoa(i))
+			writeFile(t, p, "x")
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for fds() > before+5 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n := fds(); n > before+5 {
+			dir := "/proc/" + strconv.Itoa(int(e.d.Process().HostPID)) + "/fd"
+			ents, _ := os.ReadDir(dir)
+			var names []string
+			for _, de := range ents {
+				l, _ := os.Readlink(filepath.Join(dir, de.Name()))
+				names = append(names, l)
+			}
+			t.Fatalf("the view holds %d descriptors after 50 files unlinked while open and closed, %d before: %q", n, before, names)
+		}
+	})
+}

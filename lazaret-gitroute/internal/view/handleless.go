@@ -1,0 +1,256 @@
+package view
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// Regular files are served without open handles. The view answers the
+// kernel's first OPEN of a regular file with ENOSYS, after which the kernel
+// opens every regular file of the mount itself (FUSE "no open" support):
+// no OPEN, FLUSH or RELEASE request, and file handle 0 on every READ and
+// WRITE. gVisor opens a host descriptor for each file it keeps a dentry
+// of (docs/RUNSC.md, "The workspace mount"), so with handles every walk
+// of a tree larger than its dentry cache cost three daemon round trips per
+// file; without them it costs none once the kernel caches the entry and
+// its attributes.
+//
+// What an OPEN used to refuse is refused where it takes effect: a write
+// (Write, Allocate) or a truncation (Setattr, which an O_TRUNC open
+// becomes) of a sealed path fails with EROFS and one of a host file with
+// more than one link with EPERM, checked on the descriptor the request
+// writes through. Each request opens its backing file by the node's
+// current path beneath the root that path routes to, exactly as an OPEN
+// did, so routing and confinement are unchanged. The kernel keeps the
+// file's cached pages across opens (FOPEN_KEEP_CACHE is its default for a
+// file it opens itself); the watcher's NotifyContent drops them on a host
+// change, and in a host directory without a watch the kernel drops them
+// when it next reads the file's attributes (at most shortFor later) and
+// finds its size or modification time changed (FUSE_AUTO_INVAL_DATA).
+//
+// A file created through the view keeps the handle its CREATE returned.
+
+// Open refuses to open: the kernel then opens regular files itself.
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return nil, 0, syscall.ENOSYS
+}
+
+// handle returns fh, or for a node without a path the descriptor kept of
+// its backing file when it was unlinked or renamed over (nil if none).
+func (n *node) handle(fh fs.FileHandle) fs.FileHandle {
+	if fh != nil {
+		return fh
+	}
+	if k := n.kept.Load(); k != nil {
+		if _, ok := n.rel(); !ok {
+			return k
+		}
+	}
+	return nil
+}
+
+// backingFile opens the node's backing file for one request: for reading,
+// or for writing after the checks an open for writing has always had.
+// A node without a path has only what it kept.
+func (n *node) backingFile(write bool) (int, syscall.Errno) {
+	p, b, e := n.where()
+	if e != 0 {
+		return -1, e
+	}
+	if !write {
+		fd, err := n.f.roots[b].open(p, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
+		return fd, errno(err)
+	}
+	if n.f.router.Rule(p) == Sealed {
+		return -1, syscall.EROFS
+	}
+	fd, err := n.f.roots[b].open(p, unix.O_WRONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, errno(err)
+	}
+	if b == Host {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, errno(err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+			unix.Close(fd)
+			return -1, syscall.EPERM
+		}
+	}
+	return fd, 0
+}
+
+// Read reads through the open handle if there is one, else from the
+// backing file.
+func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if fh = n.handle(fh); fh != nil {
+		if r, ok := fh.(fs.FileReader); ok {
+			return r.Read(ctx, dest, off)
+		}
+		return nil, syscall.EBADF
+	}
+	fd, e := n.backingFile(false)
+	if e != 0 {
+		return nil, e
+	}
+	defer unix.Close(fd)
+	got := 0
+	for got < len(dest) {
+		k, err := unix.Pread(fd, dest[got:], off+int64(got))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, errno(err)
+		}
+		if k == 0 {
+			break
+		}
+		got += k
+	}
+	return fuse.ReadResultData(dest[:got]), 0
+}
+
+// Write writes through the open handle if there is one, else to the
+// backing file.
+func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	if fh = n.handle(fh); fh != nil {
+		if w, ok := fh.(fs.FileWriter); ok {
+			return w.Write(ctx, data, off)
+		}
+		return 0, syscall.EBADF
+	}
+	fd, e := n.backingFile(true)
+	if e != 0 {
+		return 0, e
+	}
+	defer unix.Close(fd)
+	done := 0
+	for done < len(data) {
+		k, err := unix.Pwrite(fd, data[done:], off+int64(done))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			if done > 0 {
+				break
+			}
+			return 0, errno(err)
+		}
+		done += k
+	}
+	return uint32(done), 0
+}
+
+// Flush answers ENOSYS, so that the kernel stops sending FLUSH on every
+// close: the view's writes reach the backing file as they are made, and
+// nothing is held that a close would have to release.
+func (n *node) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
+	return syscall.ENOSYS
+}
+
+// Fsync syncs the backing file.
+func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	if fh = n.handle(fh); fh != nil {
+		if s, ok := fh.(fs.FileFsyncer); ok {
+			return s.Fsync(ctx, flags)
+		}
+		return syscall.EBADF
+	}
+	fd, e := n.backingFile(false)
+	if e != 0 {
+		return e
+	}
+	defer unix.Close(fd)
+	if flags&1 != 0 { // FUSE_FSYNC_FDATASYNC
+		return errno(unix.Fdatasync(fd))
+	}
+	return errno(unix.Fsync(fd))
+}
+
+// Allocate allocates or punches space in the backing file, which is a write.
+func (n *node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
+	if fh = n.handle(fh); fh != nil {
+		if a, ok := fh.(fs.FileAllocater); ok {
+			return a.Allocate(ctx, off, size, mode)
+		}
+		return syscall.EBADF
+	}
+	fd, e := n.backingFile(true)
+	if e != 0 {
+		return e
+	}
+	defer unix.Close(fd)
+	return errno(unix.Fallocate(fd, mode, int64(off), int64(size)))
+}
+
+// Lseek answers ENOSYS: the kernel then serves SEEK_DATA and SEEK_HOLE
+// itself, taking the whole file for data.
+func (n *node) Lseek(ctx context.Context, fh fs.FileHandle, off uint64, whence uint32) (uint64, syscall.Errno) {
+	return 0, syscall.ENOSYS
+}
+
+// keep opens the regular file at view path p, about to be unlinked or
+// renamed over, and keeps the descriptor in its node, so that whatever has
+// the file open reads (and, if it could before, writes) it after its path
+// is gone. A host file with another link, or a sealed one, is kept read
+// only. Failing to keep it is not an error: the removal goes on, and what
+// had the file open then reads ESTALE.
+func (n *node) keep(p string, b Backing) {
+	if n == nil || n.isDir() || n.kept.Load() != nil {
+		return
+	}
+	if st, err := n.f.roots[b].lstat(p); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return
+	}
+	const flags = unix.O_NOFOLLOW | unix.O_NONBLOCK
+	fd, err := n.f.roots[b].open(p, unix.O_RDWR|flags, 0)
+	if err == nil && n.writable(p, b) != 0 {
+		unix.Close(fd)
+		err = unix.EPERM
+	}
+	if err != nil {
+		fd, err = n.f.roots[b].open(p, unix.O_RDONLY|flags, 0)
+	}
+	if err != nil {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return
+	}
+	if !n.kept.CompareAndSwap(nil, fs.NewLoopbackFile(fd).(*fs.LoopbackFile)) {
+		unix.Close(fd)
+	}
+}
+
+// unkeep drops what keep kept, when the removal it was kept for failed.
+func (n *node) unkeep() {
+	if n == nil {
+		return
+	}
+	if k := n.kept.Swap(nil); k != nil {
+		k.Release(context.Background())
+	}
+}
+
+// OnForget closes the descriptor the node kept, once the kernel has
+// forgotten the node.
+func (n *node) OnForget() { n.unkeep() }
+
+// childNode returns the node of the entry name in n, if the kernel knows it.
+func (n *node) childNode(name string) *node {
+	c := n.GetChild(name)
+	if c == nil {
+		return nil
+	}
+	cn, _ := c.Operations().(*node)
+	return cn
+}
