@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -183,4 +184,52 @@ func TestFilesWithoutHandles(t *testing.T) {
 			t.Fatalf("the view holds %d descriptors after 50 files unlinked while open and closed, %d before: %q", n, before, names)
 		}
 	})
+}
+
+// TestCachedListingsFollowChanges: the kernel keeps a watched directory's
+// listing; a change through the view shows in the next listing at once,
+// and a host change within the staleness bound.
+func TestCachedListingsFollowChanges(t *testing.T) {
+	e := setup(t, map[string]string{".gitignore": "*.log\n", "d/a.txt": "a\n", "d/b.txt": "b\n"}, "")
+	h, v := e.host, e.mnt
+	list := func() string {
+		ents, err := os.ReadDir(filepath.Join(v, "d"))
+		if err != nil {
+			return err.Error()
+		}
+		var names []string
+		for _, de := range ents {
+			names = append(names, de.Name())
+		}
+		return strings.Join(names, " ")
+	}
+	lists := func(want string) func() (string, bool) {
+		return func() (string, bool) { got := list(); return got, got == want }
+	}
+	// Give the watcher its first walk, then fill the kernel's cache.
+	within(t, "the first listing", lists("a.txt b.txt"))
+	if got := list(); got != "a.txt b.txt" {
+		t.Fatalf("listing = %q", got)
+	}
+	writeFile(t, filepath.Join(v, "d/c.txt"), "c\n")
+	if got := list(); got != "a.txt b.txt c.txt" {
+		t.Fatalf("listing right after a create through the view = %q", got)
+	}
+	if err := os.Remove(filepath.Join(v, "d/a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); got != "b.txt c.txt" {
+		t.Fatalf("listing right after an unlink through the view = %q", got)
+	}
+	writeFile(t, filepath.Join(h, "d/h.txt"), "h\n")
+	within(t, "listing after a host create", lists("b.txt c.txt h.txt"))
+	writeFile(t, filepath.Join(h, "d/hidden.log"), "ignored on the host\n")
+	if err := os.Remove(filepath.Join(h, "d/b.txt")); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "listing after a host delete", lists("c.txt h.txt"))
+	if err := os.Rename(filepath.Join(h, "d/h.txt"), filepath.Join(h, "d/i.txt")); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "listing after a host rename", lists("c.txt i.txt"))
 }

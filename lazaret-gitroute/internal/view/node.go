@@ -30,33 +30,37 @@ type node struct {
 }
 
 var (
-	_ fs.NodeLookuper      = (*node)(nil)
-	_ fs.NodeGetattrer     = (*node)(nil)
-	_ fs.NodeSetattrer     = (*node)(nil)
-	_ fs.NodeOpener        = (*node)(nil)
-	_ fs.NodeCreater       = (*node)(nil)
-	_ fs.NodeMkdirer       = (*node)(nil)
-	_ fs.NodeMknoder       = (*node)(nil)
-	_ fs.NodeSymlinker     = (*node)(nil)
-	_ fs.NodeLinker        = (*node)(nil)
-	_ fs.NodeReadlinker    = (*node)(nil)
-	_ fs.NodeUnlinker      = (*node)(nil)
-	_ fs.NodeRmdirer       = (*node)(nil)
-	_ fs.NodeRenamer       = (*node)(nil)
-	_ fs.NodeReaddirer     = (*node)(nil)
-	_ fs.NodeStatfser      = (*node)(nil)
-	_ fs.NodeAccesser      = (*node)(nil)
-	_ fs.NodeGetxattrer    = (*node)(nil)
-	_ fs.NodeSetxattrer    = (*node)(nil)
-	_ fs.NodeListxattrer   = (*node)(nil)
-	_ fs.NodeRemovexattrer = (*node)(nil)
-	_ fs.NodeReader        = (*node)(nil)
-	_ fs.NodeWriter        = (*node)(nil)
-	_ fs.NodeFlusher       = (*node)(nil)
-	_ fs.NodeFsyncer       = (*node)(nil)
-	_ fs.NodeAllocater     = (*node)(nil)
-	_ fs.NodeLseeker       = (*node)(nil)
-	_ fs.NodeOnForgetter   = (*node)(nil)
+	_ fs.NodeLookuper       = (*node)(nil)
+	_ fs.NodeGetattrer      = (*node)(nil)
+	_ fs.NodeSetattrer      = (*node)(nil)
+	_ fs.NodeOpener         = (*node)(nil)
+	_ fs.NodeCreater        = (*node)(nil)
+	_ fs.NodeMkdirer        = (*node)(nil)
+	_ fs.NodeMknoder        = (*node)(nil)
+	_ fs.NodeSymlinker      = (*node)(nil)
+	_ fs.NodeLinker         = (*node)(nil)
+	_ fs.NodeReadlinker     = (*node)(nil)
+	_ fs.NodeUnlinker       = (*node)(nil)
+	_ fs.NodeRmdirer        = (*node)(nil)
+	_ fs.NodeRenamer        = (*node)(nil)
+	_ fs.NodeStatfser       = (*node)(nil)
+	_ fs.NodeAccesser       = (*node)(nil)
+	_ fs.NodeGetxattrer     = (*node)(nil)
+	_ fs.NodeSetxattrer     = (*node)(nil)
+	_ fs.NodeListxattrer    = (*node)(nil)
+	_ fs.NodeRemovexattrer  = (*node)(nil)
+	_ fs.NodeReader         = (*node)(nil)
+	_ fs.NodeWriter         = (*node)(nil)
+	_ fs.NodeFlusher        = (*node)(nil)
+	_ fs.NodeFsyncer        = (*node)(nil)
+	_ fs.NodeAllocater      = (*node)(nil)
+	_ fs.NodeLseeker        = (*node)(nil)
+	_ fs.NodeOnForgetter    = (*node)(nil)
+	_ fs.NodeOpendirHandler = (*node)(nil)
+
+	_ fs.FileReaddirenter = (*dirHandle)(nil)
+	_ fs.FileSeekdirer    = (*dirHandle)(nil)
+	_ fs.FileReleasedirer = (*dirHandle)(nil)
 )
 
 // rel returns the node's current view path. A node that has been removed
@@ -572,13 +576,69 @@ func (f *FS) renameIn(b Backing, sp, dp string, flags uint32) syscall.Errno {
 	return errno(sys.Renameat2(sfd, sbase, dfd, dbase, uint(flags)))
 }
 
-func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	ents, e := n.list()
+// OpendirHandle opens a directory for listing. In a directory whose
+// changes the view learns of (settled: a watched host directory, or the
+// isolated root), the kernel keeps the listing (FOPEN_CACHE_DIR) until a
+// change through the view, or the watcher's NotifyContent of the
+// directory, drops it; elsewhere, or when the watch is lost, it lists
+// anew on each open (and drops a cached listing when it sees the
+// directory's modification time change, at most shortFor after it last
+// fetched its attributes).
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	p, ok := n.rel()
+	if !ok {
+		return nil, 0, syscall.ESTALE
+	}
+	var open uint32
+	if n.f.settled(p) {
+		open = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+	}
+	return &dirHandle{n: n}, open, 0
+}
+
+// dirHandle is an open directory: its listing, read at the first
+// readdir or seek.
+type dirHandle struct {
+	n  *node
+	ls *listing
+}
+
+func (d *dirHandle) listing() syscall.Errno {
+	if d.ls != nil {
+		return 0
+	}
+	ents, e := d.n.list()
 	if e != 0 {
+		return e
+	}
+	d.ls = &listing{n: d.n, ents: ents}
+	return 0
+}
+
+// Readdirent returns the next entry, nil at the end.
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if e := d.listing(); e != 0 {
 		return nil, e
 	}
-	return &listing{n: n, ents: ents}, 0
+	if !d.ls.HasNext() {
+		return nil, 0
+	}
+	ent, e := d.ls.Next()
+	return &ent, e
 }
+
+// Seekdir moves to off; off 0 reads the directory anew.
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if d.ls == nil {
+		if e := d.listing(); e != 0 || off == 0 {
+			return e
+		}
+	}
+	return d.ls.Seekdir(ctx, off)
+}
+
+// Releasedir releases nothing: the entries are plain values.
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {}
 
 // listing is an open directory's entries. gVisor keeps one host handle
 // per directory and rewinds it to the start before every getdents, so a
@@ -601,9 +661,6 @@ func (l *listing) Next() (fuse.DirEntry, syscall.Errno) {
 	e.Off = uint64(l.idx)
 	return e, 0
 }
-
-// Close releases nothing: the entries are plain values.
-func (l *listing) Close() {}
 
 // Seekdir moves to off; off 0 reads the directory anew.
 func (l *listing) Seekdir(ctx context.Context, off uint64) syscall.Errno {
