@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"lazaret.dev/pkg/gitroute"
 )
 
@@ -152,6 +154,54 @@ func BenchmarkStatWalk(b *testing.B) {
 		})
 		if err != nil || n < 5000 {
 			b.Fatalf("walk: %d entries, %v", n, err)
+		}
+	})
+}
+
+// BenchmarkCreateAsGVisor creates 200 small files with the host calls
+// gVisor's directfs makes for a create in the sandbox
+// (directfs_inode.go openCreate and getCreatedChild): an exclusive
+// create, a second open of the new file as its control descriptor, an
+// fchownat of that descriptor to the creating user, an fstat, then a
+// write through the created descriptor and both closes.
+func BenchmarkCreateAsGVisor(b *testing.B) {
+	e := benchEnv(b, func(string) {})
+	data := []byte("small file\n")
+	uid, gid := os.Getuid(), os.Getgid()
+	round := 0
+	compare(b, e, func(b *testing.B, root string) {
+		round++
+		dir := filepath.Join(root, fmt.Sprintf("c%d", round))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer unix.Close(dfd)
+		var st unix.Stat_t
+		for i := 0; i < 200; i++ {
+			name := fmt.Sprintf("f%d", i)
+			fd, err := unix.Openat(dfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := unix.Fchownat(cfd, "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				b.Fatal(err)
+			}
+			if err := unix.Fstat(cfd, &st); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := unix.Write(fd, data); err != nil {
+				b.Fatal(err)
+			}
+			unix.Close(fd)
+			unix.Close(cfd)
 		}
 	})
 }

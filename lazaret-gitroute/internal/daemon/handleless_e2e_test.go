@@ -233,3 +233,44 @@ func TestCachedListingsFollowChanges(t *testing.T) {
 	}
 	within(t, "listing after a host rename", lists("c.txt i.txt"))
 }
+
+// TestNoExtendedAttributes: the view serves no extended attributes, so no
+// attribute the sandbox sets reaches a host file and none of the host's
+// is read.
+func TestNoExtendedAttributes(t *testing.T) {
+	e := setup(t, baseFiles, "")
+	h, v := e.host, e.mnt
+	if err := unix.Setxattr(filepath.Join(h, "README.md"), "user.host", []byte("host"), 0); err != nil {
+		t.Skipf("the host file system takes no user attributes: %v", err)
+	}
+	buf := make([]byte, 256)
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"getxattr", func() error { _, err := unix.Getxattr(filepath.Join(v, "README.md"), "user.host", buf); return err }()},
+		{"listxattr", func() error { _, err := unix.Listxattr(filepath.Join(v, "README.md"), buf); return err }()},
+		{"setxattr", unix.Setxattr(filepath.Join(v, "README.md"), "user.lz", []byte("1"), 0)},
+		{"setxattr on a new file", func() error {
+			writeFile(t, filepath.Join(v, "docs/new.txt"), "new\n")
+			return unix.Setxattr(filepath.Join(v, "docs/new.txt"), "user.lz", []byte("1"), 0)
+		}()},
+		{"removexattr", unix.Removexattr(filepath.Join(v, "README.md"), "user.host")},
+		// A version 2 capability set granting CAP_NET_BIND_SERVICE; a
+		// caller without CAP_SETFCAP is refused before the view.
+		{"setxattr security.capability", unix.Setxattr(filepath.Join(v, "README.md"), "security.capability",
+			[]byte{0, 0, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 0)},
+	} {
+		if !errors.Is(c.err, unix.EOPNOTSUPP) && (c.name != "setxattr security.capability" || !errors.Is(c.err, unix.EPERM)) {
+			t.Errorf("%s through the view: %v, want EOPNOTSUPP", c.name, c.err)
+		}
+	}
+	if k, err := unix.Getxattr(filepath.Join(h, "README.md"), "user.host", buf); err != nil || string(buf[:k]) != "host" {
+		t.Errorf("host attribute after the view's calls: %q, %v", buf[:k], err)
+	}
+	for _, p := range []string{"README.md", "docs/new.txt"} {
+		if k, err := unix.Listxattr(filepath.Join(h, p), buf); err != nil || (p != "README.md" && k != 0) {
+			t.Errorf("host %s attributes: %q, %v", p, buf[:max(k, 0)], err)
+		}
+	}
+}

@@ -200,7 +200,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if e := s.Setattr(ctx, in, out); e != 0 {
 			return e
 		}
-		return n.Getattr(ctx, nil, out)
+		return n.setattrReply(ctx, out)
 	}
 	fd, err := n.f.roots[b].openPath(p)
 	if err != nil {
@@ -252,7 +252,21 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return errno(err)
 		}
 	}
-	return n.Getattr(ctx, nil, out)
+	return n.setattrReply(ctx, out)
+}
+
+// setattrReply fills a SETATTR reply with the node's attributes and their
+// lifetime: go-fuse gives a GETATTR reply its default lifetime but leaves
+// a SETATTR reply's at 0, which would make the kernel ask again at once
+// (after every chown gVisor makes of a file it creates, for one).
+func (n *node) setattrReply(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	if e := n.Getattr(ctx, nil, out); e != 0 {
+		return e
+	}
+	if out.Timeout() == 0 {
+		out.SetTimeout(cacheFor)
+	}
+	return 0
 }
 
 // openFlags are the open flags passed on to the backing file; openat2
@@ -757,58 +771,26 @@ func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
 	return errno(unix.Faccessat(unix.AT_FDCWD, procPath(fd), mask, 0))
 }
 
-// xattrPath opens the node for an xattr call and returns the name to use.
-func (n *node) xattrPath(write bool) (int, string, syscall.Errno) {
-	p, b, e := n.where()
-	if e != 0 {
-		return -1, "", e
-	}
-	if write {
-		if e := n.writable(p, b); e != 0 {
-			return -1, "", e
-		}
-	}
-	fd, err := n.f.roots[b].openPath(p)
-	if err != nil {
-		return -1, "", errno(err)
-	}
-	return fd, procPath(fd), 0
-}
+// Extended attributes are not served: each call answers ENOSYS, after
+// which the kernel stops asking and answers EOPNOTSUPP itself. Without
+// this the kernel asks for security.capability before every write(2) and
+// every chown of a file in the view (to learn whether a write must drop
+// file capabilities), one daemon round trip each; a workspace has no use
+// for file capabilities, and no attribute the sandbox sets can reach a
+// host file.
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	fd, name, e := n.xattrPath(false)
-	if e != 0 {
-		return 0, e
-	}
-	defer unix.Close(fd)
-	sz, err := unix.Getxattr(name, attr, dest)
-	return uint32(max(sz, 0)), errno(err)
+	return 0, syscall.ENOSYS
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	fd, name, e := n.xattrPath(false)
-	if e != 0 {
-		return 0, e
-	}
-	defer unix.Close(fd)
-	sz, err := unix.Listxattr(name, dest)
-	return uint32(max(sz, 0)), errno(err)
+	return 0, syscall.ENOSYS
 }
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	fd, name, e := n.xattrPath(true)
-	if e != 0 {
-		return e
-	}
-	defer unix.Close(fd)
-	return errno(unix.Setxattr(name, attr, data, int(flags)))
+	return syscall.ENOSYS
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	fd, name, e := n.xattrPath(true)
-	if e != 0 {
-		return e
-	}
-	defer unix.Close(fd)
-	return errno(unix.Removexattr(name, attr))
+	return syscall.ENOSYS
 }
