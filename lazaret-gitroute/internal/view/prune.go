@@ -72,11 +72,12 @@ const (
 
 // next decides a tick. busy says whether the view served a request since
 // the previous tick, handed how many nodes it handed out since the last
-// sweep, unsettled whether a sweep ran since the last settle. A sweep waits
-// for an idle tick, since the FORGETs it causes queue ahead of the
-// sandbox's requests, unless a burst of lookups calls for it; the freed
-// memory is returned one idle tick after the sweep, once the FORGETs are
-// served.
+// sweep, unsettled whether it served any since the last settle. A sweep
+// waits for an idle tick, since the FORGETs it causes queue ahead of the
+// sandbox's requests, unless a burst of lookups calls for it; memory is
+// returned at the idle tick after that (once the FORGETs are served),
+// after every busy spell, since serving a walk leaves garbage behind
+// (listings, replies) whether or not a sweep dropped nodes.
 func next(busy bool, handed uint64, unsettled bool) step {
 	switch {
 	case handed >= pruneBurst:
@@ -93,8 +94,9 @@ func next(busy bool, handed uint64, unsettled bool) step {
 
 // Prune sweeps the view until ctx ends, at the first idle tick after
 // nodes were handed out, or at once after pruneBurst of them, and calls
-// settle at the idle tick after a sweep (the daemon returns the freed
-// memory to the operating system there). The view must be mounted, its
+// settle at the first idle tick with nothing to sweep after the view
+// served requests (the daemon returns the freed memory to the operating
+// system there). The view must be mounted, its
 // server built on Activity. Prune returns nil when ctx ends and an error
 // at once when the kernel cannot prune (ErrPruneUnsupported) or refuses a
 // notification; the view itself keeps working either way.
@@ -109,14 +111,14 @@ func (f *FS) Prune(ctx context.Context, settle func()) error {
 		case <-t.C:
 		case <-f.kick:
 		}
-		switch next(f.busy.Swap(false), f.lookups.Load(), unsettled) {
+		busy := f.busy.Swap(false)
+		unsettled = unsettled || busy
+		switch next(busy, f.lookups.Load(), unsettled) {
 		case sweepNodes:
 			f.lookups.Store(0)
-			named, err := f.sweep()
-			if err != nil {
+			if _, err := f.sweep(); err != nil {
 				return err
 			}
-			unsettled = unsettled || named > 0
 		case settleMemory:
 			if settle != nil {
 				settle()
