@@ -148,14 +148,57 @@ func TestFilesWithoutHandles(t *testing.T) {
 		}
 	})
 
-	t.Run("kept descriptors are closed", func(t *testing.T) {
-		fds := func() int {
-			ents, err := os.ReadDir("/proc/" + strconv.Itoa(int(e.d.Process().HostPID)) + "/fd")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return len(ents)
+	t.Run("a file created read-only writes through its create descriptor", func(t *testing.T) {
+		f, err := os.OpenFile(filepath.Join(v, "docs/ro.txt"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o444)
+		if err != nil {
+			t.Fatal(err)
 		}
+		if _, err := f.Write([]byte("read-only content\n")); err != nil {
+			t.Fatalf("writing a file created read-only: %v", err)
+		}
+		if err := f.Truncate(9); err != nil {
+			t.Fatalf("truncating a file created read-only: %v", err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := readFile(t, filepath.Join(h, "docs/ro.txt")); got != "read-only" {
+			t.Fatalf("host file = %q", got)
+		}
+		if st, err := os.Stat(filepath.Join(h, "docs/ro.txt")); err != nil || st.Mode().Perm() != 0o444 {
+			t.Fatalf("host file mode: %v, %v", st, err)
+		}
+	})
+
+	fds := func(t *testing.T) int {
+		ents, err := os.ReadDir("/proc/" + strconv.Itoa(int(e.d.Process().HostPID)) + "/fd")
+		if errors.Is(err, os.ErrPermission) {
+			t.Skipf("the daemon's descriptors cannot be counted here (it is not dumpable): %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+
+	t.Run("create descriptors are bounded", func(t *testing.T) {
+		before := fds(t)
+		if err := os.Mkdir(filepath.Join(v, "many"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 400 {
+			writeFile(t, filepath.Join(v, "many/f"+strconv.Itoa(i)), "x")
+		}
+		if n := fds(t); n > before+300 {
+			t.Fatalf("the view holds %d descriptors after creating 400 files, %d before", n, before)
+		}
+	})
+
+	t.Run("kept descriptors are closed", func(t *testing.T) {
+		if err := os.RemoveAll(filepath.Join(v, "many")); err != nil {
+			t.Fatal(err)
+		}
+		fds := func() int { return fds(t) }
 		before := fds()
 		for i := range 50 {
 			p := filepath.Join(v, "docs/tmp"+strconv.Itoa(i))

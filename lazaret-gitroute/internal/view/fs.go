@@ -39,6 +39,11 @@ type FS struct {
 	// w is the host tree's watcher while it runs (watch.go); nil serves
 	// every host entry with one-second timeouts.
 	w atomic.Pointer[watcher]
+
+	// writers are the nodes holding a create's descriptor, oldest first
+	// (handleless.go, addWriter).
+	wmu     sync.Mutex
+	writers []*node
 }
 
 // New returns the view over the retained O_PATH roots hostFd and isolatedFd

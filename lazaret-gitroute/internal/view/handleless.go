@@ -2,6 +2,7 @@ package view
 
 import (
 	"context"
+	"errors"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -53,37 +54,111 @@ func (n *node) handle(fh fs.FileHandle) fs.FileHandle {
 	return nil
 }
 
-// backingFile opens the node's backing file for one request: for reading,
-// or for writing after the checks an open for writing has always had.
-// A node without a path has only what it kept.
-func (n *node) backingFile(write bool) (int, syscall.Errno) {
+// backingFile opens the node's backing file for reading one request. A
+// node without a path has only what it kept.
+func (n *node) backingFile() (int, syscall.Errno) {
 	p, b, e := n.where()
 	if e != 0 {
 		return -1, e
 	}
-	if !write {
-		fd, err := n.f.roots[b].open(p, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
-		return fd, errno(err)
+	fd, err := n.f.roots[b].open(p, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
+	return fd, errno(err)
+}
+
+// writeTo calls write with a descriptor that writes the node's backing
+// file, after the checks an open for writing has always had: a sealed path
+// is refused (EROFS), and so is, checked on the descriptor, a host regular
+// file with more than one link (EPERM). The descriptor is opened by the
+// node's path; when that open is refused for the file's mode (EACCES, for
+// a daemon without CAP_DAC_OVERRIDE where it runs) and the sandbox created
+// the file through the view, the create's own descriptor is used, as the
+// descriptor a create(2) returns writes whatever the new file's mode.
+func (n *node) writeTo(write func(fd int) syscall.Errno) syscall.Errno {
+	p, b, e := n.where()
+	if e != 0 {
+		return e
 	}
 	if n.f.router.Rule(p) == Sealed {
-		return -1, syscall.EROFS
+		return syscall.EROFS
 	}
 	fd, err := n.f.roots[b].open(p, unix.O_WRONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return -1, errno(err)
-	}
-	if b == Host {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
-			return -1, errno(err)
+	if err == nil {
+		defer unix.Close(fd)
+		if e := singleLink(fd, b); e != 0 {
+			return e
 		}
-		if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
-			unix.Close(fd)
-			return -1, syscall.EPERM
-		}
+		return write(fd)
 	}
-	return fd, 0
+	if !errors.Is(err, unix.EACCES) {
+		return errno(err)
+	}
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
+	if n.writer == 0 {
+		return syscall.EACCES
+	}
+	if e := singleLink(n.writer-1, b); e != 0 {
+		return e
+	}
+	return write(n.writer - 1)
+}
+
+// singleLink refuses (EPERM) a write through fd to a host regular file
+// with more than one link, which may share its inode with a file outside
+// the workspace.
+func singleLink(fd int, b Backing) syscall.Errno {
+	if b != Host {
+		return 0
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return errno(err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+		return syscall.EPERM
+	}
+	return 0
+}
+
+// writers bounds how many create descriptors the view keeps (FS.addWriter).
+// The kernel tells the view of no close in "no open" mode, so a writer
+// lives until its node is forgotten or this many newer files were
+// created; the writes it serves (to a file created read-only, by a daemon
+// without CAP_DAC_OVERRIDE) come right after the create, as git's object
+// files do.
+const writers = 256
+
+// addWriter keeps fd, opened by the create of c, as c's writer, closing
+// the oldest writer beyond the bound.
+func (f *FS) addWriter(c *node, fd int) {
+	c.wmu.Lock()
+	if c.writer != 0 {
+		unix.Close(c.writer - 1)
+	}
+	c.writer = fd + 1
+	c.wmu.Unlock()
+	f.wmu.Lock()
+	f.writers = append(f.writers, c)
+	var old *node
+	if len(f.writers) > writers {
+		old = f.writers[0]
+		f.writers = f.writers[1:]
+	}
+	f.wmu.Unlock()
+	old.dropWriter()
+}
+
+// dropWriter closes the node's writer, if it has one.
+func (n *node) dropWriter() {
+	if n == nil {
+		return
+	}
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
+	if n.writer != 0 {
+		unix.Close(n.writer - 1)
+		n.writer = 0
+	}
 }
 
 // Read reads through the open handle if there is one, else from the
@@ -95,7 +170,7 @@ func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 		}
 		return nil, syscall.EBADF
 	}
-	fd, e := n.backingFile(false)
+	fd, e := n.backingFile()
 	if e != 0 {
 		return nil, e
 	}
@@ -126,26 +201,24 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 		}
 		return 0, syscall.EBADF
 	}
-	fd, e := n.backingFile(true)
-	if e != 0 {
-		return 0, e
-	}
-	defer unix.Close(fd)
 	done := 0
-	for done < len(data) {
-		k, err := unix.Pwrite(fd, data[done:], off+int64(done))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			if done > 0 {
-				break
+	e := n.writeTo(func(fd int) syscall.Errno {
+		for done < len(data) {
+			k, err := unix.Pwrite(fd, data[done:], off+int64(done))
+			if err == unix.EINTR {
+				continue
 			}
-			return 0, errno(err)
+			if err != nil {
+				if done > 0 {
+					return 0
+				}
+				return errno(err)
+			}
+			done += k
 		}
-		done += k
-	}
-	return uint32(done), 0
+		return 0
+	})
+	return uint32(done), e
 }
 
 // Flush answers ENOSYS, so that the kernel stops sending FLUSH on every
@@ -163,7 +236,7 @@ func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 		}
 		return syscall.EBADF
 	}
-	fd, e := n.backingFile(false)
+	fd, e := n.backingFile()
 	if e != 0 {
 		return e
 	}
@@ -182,12 +255,9 @@ func (n *node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size 
 		}
 		return syscall.EBADF
 	}
-	fd, e := n.backingFile(true)
-	if e != 0 {
-		return e
-	}
-	defer unix.Close(fd)
-	return errno(unix.Fallocate(fd, mode, int64(off), int64(size)))
+	return n.writeTo(func(fd int) syscall.Errno {
+		return errno(unix.Fallocate(fd, mode, int64(off), int64(size)))
+	})
 }
 
 // Lseek answers ENOSYS: the kernel then serves SEEK_DATA and SEEK_HOLE
@@ -241,9 +311,12 @@ func (n *node) unkeep() {
 	}
 }
 
-// OnForget closes the descriptor the node kept, once the kernel has
+// OnForget closes the descriptors the node kept, once the kernel has
 // forgotten the node.
-func (n *node) OnForget() { n.unkeep() }
+func (n *node) OnForget() {
+	n.unkeep()
+	n.dropWriter()
+}
 
 // childNode returns the node of the entry name in n, if the kernel knows it.
 func (n *node) childNode(name string) *node {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -27,6 +28,12 @@ type node struct {
 	fs.Inode
 	f    *FS
 	kept atomic.Pointer[fs.LoopbackFile]
+
+	// wmu guards writer: the descriptor of a file the sandbox created
+	// through the view, opened with the create's flags, for the writes a
+	// descriptor opened by path is refused (handleless.go, "writers").
+	wmu    sync.Mutex
+	writer int // descriptor + 1; 0 for none
 }
 
 var (
@@ -228,14 +235,8 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 	}
 	if sz, ok := in.GetSize(); ok {
-		wfd, err := n.f.roots[b].open(p, unix.O_WRONLY|unix.O_NOFOLLOW, 0)
-		if err != nil {
-			return errno(err)
-		}
-		err = unix.Ftruncate(wfd, int64(sz))
-		unix.Close(wfd)
-		if err != nil {
-			return errno(err)
+		if e := n.writeTo(func(fd int) syscall.Errno { return errno(unix.Ftruncate(fd, int64(sz))) }); e != 0 {
+			return e
 		}
 	}
 	atime, aok := in.GetATime()
@@ -322,16 +323,23 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno(err)
 	}
 	var st unix.Stat_t
-	err = unix.Fstat(fd, &st)
-	unix.Close(fd)
-	if err != nil {
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
 		return nil, nil, 0, errno(err)
 	}
 	if b == Host && st.Nlink > 1 && writeFlags(flags) {
+		unix.Close(fd)
 		return nil, nil, 0, syscall.EPERM
 	}
-	// No handle: the file is served as every other (handleless.go).
-	return n.child(ctx, &st, out), nil, fuse.FOPEN_KEEP_CACHE, 0
+	// No handle: the file is served as every other (handleless.go), but
+	// the descriptor the create opened stays as the file's writer.
+	in := n.child(ctx, &st, out)
+	if c, ok := in.Operations().(*node); ok && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		n.f.addWriter(c, fd)
+	} else {
+		unix.Close(fd)
+	}
+	return in, nil, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
