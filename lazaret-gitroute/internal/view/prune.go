@@ -39,6 +39,10 @@ const (
 	pruneBurst = 8192
 	// pruneBatch node IDs go in one notification.
 	pruneBatch = 512
+	// settleIdle idle ticks in a row return memory after a busy spell: a
+	// collection costs CPU the sandbox may want, so the short pauses
+	// between an agent's commands do not call for one.
+	settleIdle = 3
 	// pruneBudget is how many nodes the view holds before Prune drops the
 	// oldest unused ones: a workspace of tens of thousands of files stays
 	// cached whole.
@@ -94,16 +98,16 @@ func next(busy bool, handed uint64, unsettled bool) step {
 
 // Prune sweeps the view until ctx ends, at the first idle tick after
 // nodes were handed out, or at once after pruneBurst of them, and calls
-// settle at the first idle tick with nothing to sweep after the view
-// served requests (the daemon returns the freed memory to the operating
-// system there). The view must be mounted, its
+// settle once the view, after serving requests, has been idle for
+// settleIdle ticks with nothing to sweep (the daemon returns the freed
+// memory to the operating system there). The view must be mounted, its
 // server built on Activity. Prune returns nil when ctx ends and an error
 // at once when the kernel cannot prune (ErrPruneUnsupported) or refuses a
 // notification; the view itself keeps working either way.
 func (f *FS) Prune(ctx context.Context, settle func()) error {
 	t := time.NewTicker(pruneEvery)
 	defer t.Stop()
-	unsettled := false
+	unsettled, idle := false, 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -112,8 +116,12 @@ func (f *FS) Prune(ctx context.Context, settle func()) error {
 		case <-f.kick:
 		}
 		busy := f.busy.Swap(false)
-		unsettled = unsettled || busy
-		switch next(busy, f.lookups.Load(), unsettled) {
+		if busy {
+			unsettled, idle = true, 0
+		} else {
+			idle++
+		}
+		switch next(busy, f.lookups.Load(), unsettled && idle >= settleIdle) {
 		case sweepNodes:
 			f.lookups.Store(0)
 			if _, err := f.sweep(); err != nil {
