@@ -33,7 +33,9 @@ import (
 // when it next reads the file's attributes (at most shortFor later) and
 // finds its size or modification time changed (FUSE_AUTO_INVAL_DATA).
 //
-// A file created through the view keeps the handle its CREATE returned.
+// CREATE returns no handle either: in "no open" mode the kernel sends no
+// RELEASE, so a handle would never be closed. The create's descriptor is
+// kept as the file's writer instead (addWriter).
 
 // Open refuses to open: the kernel then opens regular files itself.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {

@@ -188,14 +188,17 @@ func (n *node) writable(p string, b Backing) syscall.Errno {
 
 func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if _, ok := n.rel(); !ok {
-		fh = n.handle(fh)
+		// Unlinked while open: no path, no other link, only the file.
+		if s, isS := n.handle(fh).(fs.FileSetattrer); isS && s != nil {
+			if e := s.Setattr(ctx, in, out); e != 0 {
+				return e
+			}
+			return n.setattrReply(ctx, out)
+		}
+		return syscall.ESTALE
 	}
 	s, hasFile := fh.(fs.FileSetattrer)
 	hasFile = hasFile && fh != nil
-	if _, ok := n.rel(); !ok && hasFile {
-		// Unlinked while open: no path, no other link, only the file.
-		return s.Setattr(ctx, in, out)
-	}
 	p, b, e := n.where()
 	if e != 0 {
 		return e
@@ -618,87 +621,54 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	return &dirHandle{n: n}, open, 0
 }
 
-// dirHandle is an open directory: its listing, read at the first
-// readdir or seek.
+// dirHandle is an open directory's entries, read at the first readdir or
+// seek. gVisor keeps one host handle per directory and rewinds it to the
+// start before every getdents, so a rewind to offset 0 lists the directory
+// again: a listing read once and replayed would hide every entry made
+// after the directory was opened (git status would miss new files, git
+// add would skip them).
 type dirHandle struct {
-	n  *node
-	ls *listing
+	n    *node
+	ents []fuse.DirEntry
+	read bool
+	idx  int
 }
 
-func (d *dirHandle) listing() syscall.Errno {
-	if d.ls != nil {
-		return 0
-	}
-	ents, e := d.n.list()
-	if e != 0 {
-		return e
-	}
-	d.ls = &listing{n: d.n, ents: ents}
-	return 0
-}
-
-// Readdirent returns the next entry, nil at the end.
+// Readdirent returns the next entry, whose offset is its position plus
+// one; nil at the end.
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	if e := d.listing(); e != 0 {
-		return nil, e
+	if !d.read {
+		if e := d.Seekdir(ctx, 0); e != 0 {
+			return nil, e
+		}
 	}
-	if !d.ls.HasNext() {
+	if d.idx >= len(d.ents) {
 		return nil, 0
 	}
-	ent, e := d.ls.Next()
-	return &ent, e
+	ent := d.ents[d.idx]
+	d.idx++
+	ent.Off = uint64(d.idx)
+	return &ent, 0
 }
 
 // Seekdir moves to off; off 0 reads the directory anew.
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	if d.ls == nil {
-		if e := d.listing(); e != 0 || off == 0 {
+	if off == 0 || !d.read {
+		ents, e := d.n.list()
+		if e != 0 {
 			return e
 		}
+		d.ents, d.read = ents, true
 	}
-	return d.ls.Seekdir(ctx, off)
+	if off > uint64(len(d.ents)) {
+		return syscall.EINVAL
+	}
+	d.idx = int(off)
+	return 0
 }
 
 // Releasedir releases nothing: the entries are plain values.
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {}
-
-// listing is an open directory's entries. gVisor keeps one host handle
-// per directory and rewinds it to the start before every getdents, so a
-// rewind to offset 0 lists the directory again: a listing read once and
-// replayed would hide every entry made after the directory was opened
-// (git status would miss new files, git add would skip them).
-type listing struct {
-	n    *node
-	ents []fuse.DirEntry
-	idx  int
-}
-
-// HasNext reports whether entries remain.
-func (l *listing) HasNext() bool { return l.idx < len(l.ents) }
-
-// Next returns the next entry, whose offset is its position plus one.
-func (l *listing) Next() (fuse.DirEntry, syscall.Errno) {
-	e := l.ents[l.idx]
-	l.idx++
-	e.Off = uint64(l.idx)
-	return e, 0
-}
-
-// Seekdir moves to off; off 0 reads the directory anew.
-func (l *listing) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	if off == 0 {
-		ents, e := l.n.list()
-		if e != 0 {
-			return e
-		}
-		l.ents = ents
-	}
-	if off > uint64(len(l.ents)) {
-		return syscall.EINVAL
-	}
-	l.idx = int(off)
-	return 0
-}
 
 // list reads the directory's entries through the routing rules.
 func (n *node) list() ([]fuse.DirEntry, syscall.Errno) {
