@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"lazaret.dev/pkg/testgate"
 	"lazaret.dev/pkg/testtree"
 )
@@ -539,6 +541,42 @@ func TestServeEndToEndViewEscapes(t *testing.T) {
 			if f != "/workspace/hardlinked" {
 				t.Errorf("%s holds a host secret (grep -r: %q, stderr %q)", f, out, errs)
 			}
+		}
+	})
+	t.Run("no set-ID bit, owner or outside metadata changes through the view", func(t *testing.T) {
+		var before unix.Stat_t
+		if err := unix.Stat(outside, &before); err != nil {
+			t.Fatal(err)
+		}
+		// Each is refused twice over: the sandbox's processes lack the
+		// capabilities (gVisor answers the chown with EPERM and drops the
+		// set-ID bits of the chmod), and the view gives no file a set-ID
+		// bit, changes no owner, and changes nothing of an unlinked file
+		// another name still reaches (TestKillPriv and
+		// TestFilesWithoutHandles in lazaret-gitroute reach the view
+		// without gVisor in between).
+		//
+		// A set-user-ID program written into the workspace, and one
+		// given away to another user: the host file has neither.
+		execute(t, c, session(), "/bin/sh", "-c", "cp /bin/busybox /workspace/suid; chmod 6755 /workspace/suid; chown 4321:4321 /workspace/suid")
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(e.workspace, "suid"), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 || st.Uid == 4321 || st.Gid == 4321 {
+			t.Errorf("host workspace/suid: mode %o owner %d:%d, want no set-ID bit and no owner 4321", st.Mode, st.Uid, st.Gid)
+		}
+		// The workspace name of a file linked elsewhere, unlinked while
+		// open: what has it open changes no metadata of the other link.
+		execute(t, c, session(), "/bin/sh", "-c", "exec 3</workspace/hardlinked; rm /workspace/hardlinked; "+
+			"chmod 6777 /proc/self/fd/3; chown 4321:4321 /proc/self/fd/3; touch -d 2001-01-01 /proc/self/fd/3; true")
+		var after unix.Stat_t
+		if err := unix.Stat(outside, &after); err != nil {
+			t.Fatal(err)
+		}
+		if after.Mode != before.Mode || after.Uid != before.Uid || after.Gid != before.Gid || after.Mtim != before.Mtim {
+			t.Errorf("the file outside: mode %o owner %d:%d mtime %v, was mode %o owner %d:%d mtime %v",
+				after.Mode, after.Uid, after.Gid, after.Mtim, before.Mode, before.Uid, before.Gid, before.Mtim)
 		}
 	})
 	c.Close()

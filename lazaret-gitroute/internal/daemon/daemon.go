@@ -127,6 +127,9 @@ func Run(ctx context.Context, cfg Config) error {
 		Name:     subtype,
 		MaxWrite: maxRead,
 		Logger:   nil,
+		// The view clears set-ID bits itself, so the kernel reads no
+		// attributes before a chown.
+		ExtraCapabilities: view.KillPrivCapability,
 	}
 	server, err := fuse.NewServer(v.Activity(gofs.NewNodeFS(v.Root(), view.Options(mo))), "/dev/fd/"+strconv.Itoa(mnt.fd), &mo)
 	if err != nil {

@@ -128,6 +128,55 @@ func TestFilesWithoutHandles(t *testing.T) {
 		}
 	})
 
+	t.Run("multiply linked host file unlinked while open", func(t *testing.T) {
+		// What the view keeps of an unlinked file is not a way to change
+		// the inode that another link, outside the workspace, still names:
+		// no mode, owner, size or times through the open descriptor.
+		writeFile(t, filepath.Join(h, "docs/linked.txt"), "linked\n")
+		outside := filepath.Join(t.TempDir(), "outside")
+		if err := os.Link(filepath.Join(h, "docs/linked.txt"), outside); err != nil {
+			t.Skipf("cannot hard-link across test dirs: %v", err)
+		}
+		var before unix.Stat_t
+		if err := unix.Stat(outside, &before); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		f, err := os.Open(filepath.Join(v, "docs/linked.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := os.Remove(filepath.Join(v, "docs/linked.txt")); err != nil {
+			t.Fatal(err)
+		}
+		fd := int(f.Fd())
+		if err := unix.Fchmod(fd, 0o4777); err == nil {
+			t.Errorf("fchmod 4777 of the unlinked file: succeeded, want an error")
+		}
+		if err := unix.Fchown(fd, 4321, 4321); err == nil {
+			st, _ := f.Stat()
+			if s, ok := st.Sys().(*syscall.Stat_t); ok && s.Uid == 4321 {
+				t.Errorf("fchown of the unlinked file changed its owner to 4321")
+			}
+		}
+		if err := unix.Ftruncate(fd, 0); err == nil {
+			t.Errorf("ftruncate of the unlinked file: succeeded, want an error")
+		}
+		if err := unix.Futimes(fd, []unix.Timeval{{Sec: 1}, {Sec: 1}}); err == nil {
+			t.Errorf("futimes of the unlinked file: succeeded, want an error")
+		}
+		var after unix.Stat_t
+		if err := unix.Stat(outside, &after); err != nil {
+			t.Fatal(err)
+		}
+		if after.Mode != before.Mode || after.Uid != before.Uid || after.Gid != before.Gid || after.Size != before.Size ||
+			after.Mtim != before.Mtim {
+			t.Errorf("the file outside: mode %o uid %d gid %d size %d mtime %v, was mode %o uid %d gid %d size %d mtime %v",
+				after.Mode, after.Uid, after.Gid, after.Size, after.Mtim, before.Mode, before.Uid, before.Gid, before.Size, before.Mtim)
+		}
+	})
+
 	t.Run("mapped read", func(t *testing.T) {
 		want := bytes.Repeat([]byte("0123456789abcdef"), 64<<10>>4)
 		if err := os.WriteFile(filepath.Join(h, "docs/big.bin"), want, 0o644); err != nil {

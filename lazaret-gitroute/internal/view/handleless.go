@@ -70,7 +70,8 @@ func (n *node) backingFile() (int, syscall.Errno) {
 // writeTo calls write with a descriptor that writes the node's backing
 // file, after the checks an open for writing has always had: a sealed path
 // is refused (EROFS), and so is, checked on the descriptor, a host regular
-// file with more than one link (EPERM). The descriptor is opened by the
+// file with more than one link (EPERM). Before the write, the file's
+// set-ID bits a write clears are cleared (beforeWrite). The descriptor is opened by the
 // node's path; when that open is refused for the file's mode (EACCES, for
 // a daemon without CAP_DAC_OVERRIDE where it runs) and the sandbox created
 // the file through the view, the create's own descriptor is used, as the
@@ -86,7 +87,7 @@ func (n *node) writeTo(write func(fd int) syscall.Errno) syscall.Errno {
 	fd, err := n.f.roots[b].open(p, unix.O_WRONLY|unix.O_NOFOLLOW, 0)
 	if err == nil {
 		defer unix.Close(fd)
-		if e := singleLink(fd, b); e != 0 {
+		if e := beforeWrite(fd, b); e != 0 {
 			return e
 		}
 		return write(fd)
@@ -99,27 +100,63 @@ func (n *node) writeTo(write func(fd int) syscall.Errno) syscall.Errno {
 	if n.writer == 0 {
 		return syscall.EACCES
 	}
-	if e := singleLink(n.writer-1, b); e != 0 {
+	if e := beforeWrite(n.writer-1, b); e != 0 {
 		return e
 	}
 	return write(n.writer - 1)
 }
 
-// singleLink refuses (EPERM) a write through fd to a host regular file
-// with more than one link, which may share its inode with a file outside
-// the workspace.
-func singleLink(fd int, b Backing) syscall.Errno {
-	if b != Host {
-		return 0
-	}
+// beforeWrite prepares a write through fd. It refuses (EPERM) a write to a
+// host regular file with more than one link, which may share its inode
+// with a file outside the workspace. It clears the file's set-user-ID bit,
+// and its set-group-ID bit when the group may execute it, as a local file
+// system does at a write by a caller without CAP_FSETID (killedMode): the
+// view negotiates FUSE_HANDLE_KILLPRIV_V2 (KillPrivCapability), so the
+// kernel leaves that to the daemon, whose own write would keep the bits
+// where it holds CAP_FSETID. Every write through the view clears them,
+// whoever makes it: the sandbox's callers never hold CAP_FSETID on the
+// host.
+func beforeWrite(fd int, b Backing) syscall.Errno {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return errno(err)
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0
+	}
+	if b == Host && st.Nlink > 1 {
 		return syscall.EPERM
 	}
+	if m := killedMode(st.Mode); m != st.Mode {
+		if err := unix.Fchmod(fd, m&07777); err != nil {
+			return errno(err)
+		}
+	}
 	return 0
+}
+
+// KillPrivCapability is the INIT capability the view's server offers
+// (fuse.MountOptions.ExtraCapabilities): the kernel then leaves the
+// clearing of set-ID bits at a write, a truncation or a chown to the
+// view. A write or truncation clears them in beforeWrite; a chown clears
+// them in the backing file system, which does so whoever calls (the
+// set-group-ID bit when the group may execute; chown(2)). In exchange the
+// kernel no longer reads a file's attributes before every chown, a
+// round trip for each file gVisor creates (it chowns every one).
+const KillPrivCapability = fuse.CAP_HANDLE_KILLPRIV_V2
+
+// killedMode is mode without the bits a write by an unprivileged caller
+// clears: set-user-ID, and set-group-ID when the group may execute (without
+// it, the bit marks mandatory locking and stays).
+func killedMode(mode uint32) uint32 {
+	if mode&unix.S_IFMT != unix.S_IFREG {
+		return mode
+	}
+	mode &^= unix.S_ISUID
+	if mode&unix.S_IXGRP != 0 {
+		mode &^= unix.S_ISGID
+	}
+	return mode
 }
 
 // writers bounds how many create descriptors the view keeps (FS.addWriter).

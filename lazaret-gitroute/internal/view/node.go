@@ -188,12 +188,9 @@ func (n *node) writable(p string, b Backing) syscall.Errno {
 
 func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if _, ok := n.rel(); !ok {
-		// Unlinked while open: no path, no other link, only the file.
-		if s, isS := n.handle(fh).(fs.FileSetattrer); isS && s != nil {
-			if e := s.Setattr(ctx, in, out); e != 0 {
-				return e
-			}
-			return n.setattrReply(ctx, out)
+		// Unlinked while open: only the file, through what was kept.
+		if k := n.kept.Load(); k != nil {
+			return n.setattrUnlinked(ctx, k, in, out)
 		}
 		return syscall.ESTALE
 	}
@@ -219,22 +216,17 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	defer unix.Close(fd)
 	name := procPath(fd)
 	if m, ok := in.GetMode(); ok {
-		if err := unix.Chmod(name, m&07777); err != nil {
+		if err := unix.Chmod(name, noSetID(m&07777, n.isDir())); err != nil {
 			return errno(err)
 		}
 	}
-	uid, uok := in.GetUID()
-	gid, gok := in.GetGID()
-	if uok || gok {
-		u, g := -1, -1
-		if uok {
-			u = int(uid)
+	if _, uok := in.GetUID(); uok {
+		if e := chowned(fd); e != 0 {
+			return e
 		}
-		if gok {
-			g = int(gid)
-		}
-		if err := unix.Lchown(name, u, g); err != nil {
-			return errno(err)
+	} else if _, gok := in.GetGID(); gok {
+		if e := chowned(fd); e != 0 {
+			return e
 		}
 	}
 	if sz, ok := in.GetSize(); ok {
@@ -257,6 +249,74 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 	}
 	return n.setattrReply(ctx, out)
+}
+
+// setattrUnlinked changes a file unlinked or renamed over through the view,
+// through the descriptor the node kept of it. Only while no name reaches
+// the file: one with a link left (another name the host gave it, perhaps
+// outside the workspace, which is why the view kept it read-only) is
+// refused (EPERM), as a write to it would be. The change follows the
+// view's rules: no set-ID bits, no owner change (chowned).
+func (n *node) setattrUnlinked(ctx context.Context, k *fs.LoopbackFile, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	var cur fuse.AttrOut
+	if e := k.Getattr(ctx, &cur); e != 0 {
+		return e
+	}
+	if cur.Nlink > 0 {
+		return syscall.EPERM
+	}
+	c := *in
+	if m, ok := in.GetMode(); ok {
+		c.Mode = noSetID(m&07777, false)
+	}
+	if c.Valid&(fuse.FATTR_UID|fuse.FATTR_GID) != 0 {
+		c.Valid &^= fuse.FATTR_UID | fuse.FATTR_GID
+		if c.Valid&fuse.FATTR_MODE == 0 {
+			if m := killedMode(cur.Mode); m != cur.Mode {
+				c.Valid |= fuse.FATTR_MODE
+				c.Mode = m & 07777
+			}
+		}
+	}
+	if e := k.Setattr(ctx, &c, out); e != 0 {
+		return e
+	}
+	if out.Timeout() == 0 {
+		out.SetTimeout(cacheFor)
+	}
+	return 0
+}
+
+// noSetID is mode without the set-user-ID and set-group-ID bits unless it
+// is a directory's: the view gives no file it creates or changes either bit
+// (chmod, create, mknod), so that nothing the sandbox writes becomes a
+// program that runs with the developer's privileges, or root's, when
+// anyone on the host runs it. A directory keeps set-group-ID, which only
+// makes new entries inherit its group.
+func noSetID(mode uint32, isDir bool) uint32 {
+	if isDir {
+		return mode &^ syscall.S_ISUID
+	}
+	return mode &^ (syscall.S_ISUID | syscall.S_ISGID)
+}
+
+// chowned does what a chown through the view does to the file open as fd
+// (an O_PATH descriptor): it changes no owner (workspace files stay the
+// developer's whatever the sandbox asks; gVisor chowns every file it
+// creates to the creating user, who has no host identity) and, as any
+// chown, clears set-user-ID, and set-group-ID where the group may execute
+// (KillPrivCapability leaves that to the view).
+func chowned(fd int) syscall.Errno {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return errno(err)
+	}
+	if m := killedMode(st.Mode); m != st.Mode {
+		if err := unix.Chmod(procPath(fd), m&07777); err != nil {
+			return errno(err)
+		}
+	}
+	return 0
 }
 
 // setattrReply fills a SETATTR reply with the node's attributes and their
@@ -321,7 +381,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	fd, err := n.f.roots[b].open(p, int(flags)&openFlags|unix.O_CREAT|unix.O_NOFOLLOW, mode&07777)
+	fd, err := n.f.roots[b].open(p, int(flags)&openFlags|unix.O_CREAT|unix.O_NOFOLLOW, noSetID(mode&07777, false))
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
@@ -379,7 +439,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if err != nil {
 		return nil, errno(err)
 	}
-	err = sys.Mknodat(pfd, base, mode, 0)
+	err = sys.Mknodat(pfd, base, mode&syscall.S_IFMT|noSetID(mode&07777, false), 0)
 	unix.Close(pfd)
 	if err != nil {
 		return nil, errno(err)
