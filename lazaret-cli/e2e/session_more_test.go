@@ -342,14 +342,19 @@ func TestStopDuringStart(t *testing.T) {
 		t.Fatalf("stop during start: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	cmd.Wait()
-	// The starting command either reports the failed start or, when the
+	// The starting command either reports the failed start, or, when the
 	// generation got to Ready before the signal, finds the lock free after
-	// the teardown and starts a fresh generation.
+	// the teardown and starts a fresh generation, or, when its session had
+	// already started in the stopped generation, reports that the stop
+	// killed it (the stop ends every session of the generation).
 	switch c := cmd.ProcessState.ExitCode(); {
 	case c == 125 && strings.Contains(stderr.String(), "coordinator"):
 		t.Logf("the starting command failed: %s", strings.TrimSpace(stderr.String()))
 	case c == 0 && stdout.String() == "late\n":
 		t.Logf("the starting command ran in a fresh generation")
+	case c == 137 && strings.Contains(stderr.String(), "killed by a signal") &&
+		(stdout.String() == "" || stdout.String() == "late\n"):
+		t.Logf("the stop ended the starting command's session: %s", strings.TrimSpace(stderr.String()))
 	default:
 		s.dumpLogs()
 		t.Fatalf("the starting command: code %d, stdout %q, stderr %q", c, stdout.String(), stderr.String())
