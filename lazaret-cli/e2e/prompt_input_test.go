@@ -101,6 +101,8 @@ type ptyTerminal struct {
 	replies chan timedReply
 	// lastReply is when the latest reply was written.
 	lastReply time.Time
+	// unwritten counts the replies queued and not yet written.
+	unwritten int
 }
 
 type timedReply struct {
@@ -179,6 +181,7 @@ func (pt *ptyTerminal) scan(now time.Time) {
 			pt.replied[matched]++
 			select {
 			case pt.replies <- timedReply{at: now.Add(pt.latency), bytes: r}:
+				pt.unwritten++
 			default: // a terminal drops what it cannot keep up with, too
 			}
 		}
@@ -191,6 +194,7 @@ func (pt *ptyTerminal) write() {
 		pt.mu.Lock()
 		_, _ = pt.f.WriteString(r.bytes)
 		pt.lastReply = time.Now()
+		pt.unwritten--
 		pt.mu.Unlock()
 	}
 }
@@ -201,6 +205,25 @@ func (pt *ptyTerminal) setPersonality(p personality) {
 	pt.answer = p
 	pt.replied = map[string]int{}
 	pt.mu.Unlock()
+}
+
+// waitQuiet waits until no reply is queued and none was written for
+// quiet, and fails the test when that takes longer than limit.
+func (pt *ptyTerminal) waitQuiet(t *testing.T, quiet, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		pt.mu.Lock()
+		last, queued := pt.lastReply, pt.unwritten
+		pt.mu.Unlock()
+		if queued == 0 && time.Since(last) >= quiet {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the emulator still answered queries %v after the flood should have ended (last reply %v ago, %d queued)", limit, time.Since(last), queued)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // repliedCount is how many queries were answered since setPersonality.
@@ -407,8 +430,13 @@ func TestEscalationPromptFloodedWithQueries(t *testing.T) {
 				t.Errorf("the typed approval: audit log %q", got)
 			}
 			// The flood ends, its last replies reach the shell's line;
-			// Ctrl-C clears it for the next round.
-			time.Sleep(time.Until(start.Add(8 * time.Second)))
+			// Ctrl-C clears it for the next round. The flood starts when
+			// the shell gets to it, which a loaded host delays, so the
+			// round waits for the emulator to fall quiet rather than for
+			// a time: a reply landing after the Ctrl-C would be typed
+			// into the next command.
+			time.Sleep(time.Until(start.Add(6 * time.Second)))
+			pt.waitQuiet(t, 2*time.Second, 30*time.Second)
 			pt.typeKeys("\x03")
 			m = pt.mark()
 			pt.typeKeys("echo clean-$((6*7))\r")
