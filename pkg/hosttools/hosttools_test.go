@@ -37,6 +37,22 @@ func TestMatch(t *testing.T) {
 		{".gitattributes", "git filters and diff drivers"},
 		{".gitmodules", "git submodules"},
 		{"src/main.go", ""},
+		{".cargo/config.toml", "cargo configuration (rustc wrapper, runner, linker, aliases)"},
+		{"crates/x/.cargo/config.toml", "cargo configuration (rustc wrapper, runner, linker, aliases)"},
+		{"crates/x/.cargo/config", "cargo configuration (rustc wrapper, runner, linker, aliases)"},
+		{"crates/x/.cargo", "cargo configuration (rustc wrapper, runner, linker, aliases)"}, // a link in the directory's place
+		{"crates/x/.cargo/credentials.toml", ""},
+		{"crates/x.cargo/config.toml", ""},
+		{"app/gradle/wrapper/gradle-wrapper.properties", "Gradle wrapper (downloads and runs the distribution it names)"},
+		{"app/gradle/wrapper", "Gradle wrapper (downloads and runs the distribution it names)"},
+		{"app/gradle/wrapper/gradle-wrapper.jar", ""},
+		{"mygradle/wrapper/gradle-wrapper.properties", ""},
+		{"svc/.mvn/extensions.xml", "Maven core extensions"},
+		{"tests/unit/conftest.py", "pytest (imported on every run)"},
+		{"rust-toolchain.toml", "rustup (a toolchain path runs its binaries)"},
+		{"deploy/compose.yaml", "Docker Compose (host mounts, privileged services)"},
+		{".bazelrc", "Bazel options"},
+		{"sub/.bazelrc", ""},
 	} {
 		r, ok := Match(tc.path)
 		if ok != (tc.tool != "") || r.Tool != tc.tool {

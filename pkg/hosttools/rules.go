@@ -15,6 +15,11 @@ const (
 	// Tree matches every file below the directory of that path at the
 	// workspace root, and that path itself (a link or file in its place).
 	Tree
+	// AnyDepthPath matches the file at that slash-separated path below
+	// any directory (cargo reads .cargo/config.toml in every directory
+	// above the one it runs in), and a link or file in the place of one
+	// of the path's directories at any depth, which the tool would follow.
+	AnyDepthPath
 )
 
 // Rule is one kind of file a host tool executes or obeys.
@@ -69,6 +74,46 @@ var Rules = []Rule{
 	{".cursor", Tree, "Cursor settings and MCP servers"},
 	{".devcontainer", Tree, "dev container commands"},
 	{".github/workflows", Tree, "GitHub Actions"},
+	// Tools that run a program a file names, or the file itself, when the
+	// developer runs them for something else: a build, a test run, an
+	// install, a shell.
+	{".cargo/config.toml", AnyDepthPath, "cargo configuration (rustc wrapper, runner, linker, aliases)"},
+	{".cargo/config", AnyDepthPath, "cargo configuration (rustc wrapper, runner, linker, aliases)"},
+	{"rust-toolchain.toml", AnyDepth, "rustup (a toolchain path runs its binaries)"},
+	{"rust-toolchain", AnyDepth, "rustup (a toolchain path runs its binaries)"},
+	{"conftest.py", AnyDepth, "pytest (imported on every run)"},
+	{"tox.ini", AnyDepth, "tox"},
+	{"noxfile.py", AnyDepth, "nox"},
+	{"gradlew", AnyDepth, "Gradle wrapper"},
+	{"gradle/wrapper/gradle-wrapper.properties", AnyDepthPath, "Gradle wrapper (downloads and runs the distribution it names)"},
+	{"build.gradle", AnyDepth, "Gradle build scripts"},
+	{"build.gradle.kts", AnyDepth, "Gradle build scripts"},
+	{"settings.gradle", AnyDepth, "Gradle build scripts"},
+	{"settings.gradle.kts", AnyDepth, "Gradle build scripts"},
+	{"gradle.properties", AnyDepth, "Gradle JVM options"},
+	{"pom.xml", AnyDepth, "Maven plugins"},
+	{"mvnw", AnyDepth, "Maven wrapper"},
+	{".mvn/extensions.xml", AnyDepthPath, "Maven core extensions"},
+	{".mvn/jvm.config", AnyDepthPath, "Maven JVM options"},
+	{".mvn/maven.config", AnyDepthPath, "Maven options"},
+	{".mvn/wrapper/maven-wrapper.properties", AnyDepthPath, "Maven wrapper (downloads and runs the distribution it names)"},
+	{".bazelrc", Root, "Bazel options"},
+	{"MODULE.bazel", Root, "Bazel repository rules"},
+	{"WORKSPACE", Root, "Bazel repository rules"},
+	{"WORKSPACE.bazel", Root, "Bazel repository rules"},
+	{"composer.json", AnyDepth, "Composer scripts"},
+	{"deno.json", AnyDepth, "Deno tasks"},
+	{"deno.jsonc", AnyDepth, "Deno tasks"},
+	{"bunfig.toml", AnyDepth, "Bun (preloaded scripts)"},
+	{".pnpmfile.cjs", AnyDepth, "pnpm hooks (run on install)"},
+	{"compose.yaml", AnyDepth, "Docker Compose (host mounts, privileged services)"},
+	{"compose.yml", AnyDepth, "Docker Compose (host mounts, privileged services)"},
+	{"docker-compose.yaml", AnyDepth, "Docker Compose (host mounts, privileged services)"},
+	{"docker-compose.yml", AnyDepth, "Docker Compose (host mounts, privileged services)"},
+	{"flake.nix", AnyDepth, "Nix flakes (dev shells)"},
+	{"shell.nix", AnyDepth, "nix-shell (shell hooks)"},
+	{"Brewfile", AnyDepth, "brew bundle (Ruby)"},
+	{"Vagrantfile", AnyDepth, "Vagrant (Ruby)"},
 }
 
 // Match returns the rule that covers the workspace path p (slash-separated,
@@ -93,6 +138,18 @@ func Match(p string) (Rule, bool) {
 			// is what the tool would then read.
 			if p == r.Name || strings.HasPrefix(p, r.Name+"/") {
 				return r, true
+			}
+		case AnyDepthPath:
+			// The path, then each of its directories.
+			for q := r.Name; ; {
+				if p == q || strings.HasSuffix(p, "/"+q) {
+					return r, true
+				}
+				i := strings.LastIndexByte(q, '/')
+				if i < 0 {
+					break
+				}
+				q = q[:i]
 			}
 		}
 	}
