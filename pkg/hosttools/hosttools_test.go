@@ -53,6 +53,8 @@ func TestMatch(t *testing.T) {
 		{"deploy/compose.yaml", "Docker Compose (host mounts, privileged services)"},
 		{".bazelrc", "Bazel options"},
 		{"sub/.bazelrc", ""},
+		{"svc/.python-version", "pyenv (which interpreter its shims run)"},
+		{".lfsconfig", "git-lfs (the endpoints it fetches from and pushes to)"},
 	} {
 		r, ok := Match(tc.path)
 		if ok != (tc.tool != "") || r.Tool != tc.tool {

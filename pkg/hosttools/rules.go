@@ -112,6 +112,11 @@ var Rules = []Rule{
 	{"docker-compose.yml", AnyDepth, "Docker Compose (host mounts, privileged services)"},
 	{"flake.nix", AnyDepth, "Nix flakes (dev shells)"},
 	{"shell.nix", AnyDepth, "nix-shell (shell hooks)"},
+	{".python-version", AnyDepth, "pyenv (which interpreter its shims run)"},
+	{".ruby-version", AnyDepth, "rbenv, chruby (which interpreter runs)"},
+	{".node-version", AnyDepth, "nodenv, fnm (which node runs)"},
+	{".nvmrc", AnyDepth, "nvm (which node runs)"},
+	{".lfsconfig", Root, "git-lfs (the endpoints it fetches from and pushes to)"},
 	{"Brewfile", AnyDepth, "brew bundle (Ruby)"},
 	{"Vagrantfile", AnyDepth, "Vagrant (Ruby)"},
 }

