@@ -22,6 +22,11 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	// The views these tests mount must not be copied into the mount
+	// namespaces of tests running beside them (testbin.InPrivateMounts).
+	if code, ran := testbin.InPrivateMounts(); ran {
+		os.Exit(code)
+	}
 	os.Exit(testbin.Main(m, &binary, "lazaret.dev/lazaret-gitroute"))
 }
 
