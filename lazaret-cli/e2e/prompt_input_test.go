@@ -310,9 +310,14 @@ func (s *sandbox) developerAnswers(marker string) []string {
 	return answers
 }
 
+// floodEnded is what a flood prints when its loop is over; the command
+// types it as an expression, so that the echo of the typed line does not
+// show it.
+const floodEnded = "flood-ended-42"
+
 // flood is a shell command that prints the queries q in a loop for
-// seconds in the background. It stays shorter than the sandbox shell's
-// line editor takes (busybox: 1024 bytes).
+// seconds in the background, then floodEnded. It stays shorter than the
+// sandbox shell's line editor takes (busybox: 1024 bytes).
 func flood(seconds int, q ...string) string {
 	var b strings.Builder
 	for i := 0; i < max(1, 8/len(q)); i++ {
@@ -322,7 +327,7 @@ func flood(seconds int, q ...string) string {
 			}
 		}
 	}
-	return fmt.Sprintf("(end=$(($(date +%%s)+%d)); while [ $(date +%%s) -lt $end ]; do printf '%s'; sleep 0.01; done) & ", seconds, b.String())
+	return fmt.Sprintf("(end=$(($(date +%%s)+%d)); while [ $(date +%%s) -lt $end ]; do printf '%s'; sleep 0.01; done; echo flood-ended-$((20+22))) & ", seconds, b.String())
 }
 
 const promptShown = "host escalation request"
@@ -408,7 +413,6 @@ func TestEscalationPromptFloodedWithQueries(t *testing.T) {
 			marker := "flood-" + p.name
 			pt.setPersonality(p)
 			m := pt.mark()
-			start := time.Now()
 			// The request follows the flood's start, so that replies are
 			// on their way when the prompt opens.
 			pt.typeKeys(flood(6, allQueries...) + "sleep 1; " + guestRun + " -- /usr/bin/echo " + marker + "; echo rc-" + marker + "=$?\r")
@@ -430,12 +434,12 @@ func TestEscalationPromptFloodedWithQueries(t *testing.T) {
 				t.Errorf("the typed approval: audit log %q", got)
 			}
 			// The flood ends, its last replies reach the shell's line;
-			// Ctrl-C clears it for the next round. The flood starts when
-			// the shell gets to it, which a loaded host delays, so the
-			// round waits for the emulator to fall quiet rather than for
-			// a time: a reply landing after the Ctrl-C would be typed
-			// into the next command.
-			time.Sleep(time.Until(start.Add(6 * time.Second)))
+			// Ctrl-C clears it for the next round. A reply landing after
+			// the Ctrl-C would be typed into the next command, so the
+			// round waits for the flood to say it ended (a background job:
+			// Ctrl-C does not end it, and a loaded host starts and runs it
+			// late, pauses included), then for the emulator to fall quiet.
+			pt.waitOutput(m, floodEnded, 60*time.Second)
 			pt.waitQuiet(t, 2*time.Second, 30*time.Second)
 			pt.typeKeys("\x03")
 			m = pt.mark()
