@@ -324,7 +324,10 @@ func TestConcurrentColdExecStartsOneGeneration(t *testing.T) {
 
 func TestStopDuringStart(t *testing.T) {
 	s := newSandbox(t)
-	cmd := exec.Command(filepath.Join(binDir(t), "lazaret-cli"), s.sessionArgs("exec", "0s", "/bin/echo", "late")...)
+	// The command outlasts the stop: with a bare echo, a quick host ran
+	// the whole generation, start to end, between the status that saw
+	// its coordinator and the stop, which then found nothing to stop.
+	cmd := exec.Command(filepath.Join(binDir(t), "lazaret-cli"), s.sessionArgs("exec", "0s", "/bin/sh", "-c", "echo late; sleep 5")...)
 	cmd.Env = append(os.Environ(), s.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
