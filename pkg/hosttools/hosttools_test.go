@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -161,5 +162,27 @@ func TestScan(t *testing.T) {
 	}
 	if got[3].Mode != 0o100755 || got[3].SHA256 != sha256.Sum256([]byte("all:\n")) {
 		t.Errorf("Makefile = %+v", got[3])
+	}
+}
+
+// BenchmarkMatch is Match over the paths of a 10,000-file tree (100
+// directories of 100 files, two levels deep, a few of them matching), what
+// a baseline scan of such a workspace spends on the rules.
+func BenchmarkMatch(b *testing.B) {
+	var paths []string
+	for d := 0; d < 100; d++ {
+		for f := 0; f < 100; f++ {
+			name := "file" + strconv.Itoa(f) + ".go"
+			if f == 0 {
+				name = "Makefile"
+			}
+			paths = append(paths, "src/pkg"+strconv.Itoa(d)+"/sub/"+name)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		for _, p := range paths {
+			Match(p)
+		}
 	}
 }

@@ -141,13 +141,13 @@ func Match(p string) (Rule, bool) {
 		case Tree:
 			// The directory's own path too: a link or file in its place
 			// is what the tool would then read.
-			if p == r.Name || strings.HasPrefix(p, r.Name+"/") {
+			if p == r.Name || under(p, r.Name) {
 				return r, true
 			}
 		case AnyDepthPath:
 			// The path, then each of its directories.
 			for q := r.Name; ; {
-				if p == q || strings.HasSuffix(p, "/"+q) {
+				if p == q || endsIn(p, q) {
 					return r, true
 				}
 				i := strings.LastIndexByte(q, '/')
@@ -159,6 +159,18 @@ func Match(p string) (Rule, bool) {
 		}
 	}
 	return Rule{}, false
+}
+
+// under reports whether p is below the directory dir; endsIn, whether p
+// ends in the components q below some directory. Neither allocates: Match
+// runs for every file a baseline scan lists.
+func under(p, dir string) bool {
+	return len(p) > len(dir) && p[len(dir)] == '/' && p[:len(dir)] == dir
+}
+
+func endsIn(p, q string) bool {
+	n := len(p) - len(q)
+	return n > 0 && p[n-1] == '/' && p[n:] == q
 }
 
 // skipDir reports whether Scan does not list the directory dir. Every
